@@ -1,0 +1,93 @@
+// The dynamic-rank op layer behind kiln::Tensor<D>. Tensor<D> checks ranks at compile time
+// and forwards here; these functions check everything else (shapes, dtypes, devices, ranges)
+// and call the device's backend. Users call Tensor<D>, not these.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/device.hpp"
+#include "kiln/dtype.hpp"
+#include "kiln/shape.hpp"
+
+namespace kiln {
+
+struct Distribution {
+  enum class Kind : unsigned char { uniform, normal } kind;
+  double a, b;
+  // Uniform on [lo, hi).
+  static Distribution uniform(double lo = 0.0, double hi = 1.0) { return {Kind::uniform, lo, hi}; }
+  static Distribution normal(double mean = 0.0, double std = 1.0) { return {Kind::normal, mean, std}; }
+};
+
+namespace detail {
+
+struct TensorImpl;
+using Handle = std::shared_ptr<const TensorImpl>;
+
+enum class Unary : unsigned char {
+  neg, abs, sin, cos, tan, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, gelu
+};
+enum class Binary : unsigned char { add, sub, mul, div, minimum, maximum, eq, ne, lt, le, gt, ge };
+enum class Reduction : unsigned char { sum, mean, max, min, argmax, argmin };
+
+// A scalar operand as the user wrote it: integral scalars keep an i32 tensor i32, floating
+// ones promote it to f32 (PyTorch's rule for Python scalars).
+struct Scalar {
+  double value;
+  bool integral;
+};
+
+// Queries.
+const Dims& shape(const Handle& t);
+const Dims& strides(const Handle& t);
+DType dtype(const Handle& t);
+Device device(const Handle& t);
+std::int64_t numel(const Handle& t);
+bool is_contiguous(const Handle& t);
+
+// Creation.
+Handle full(const Dims& shape, Scalar value, DType dtype, Device device);
+Handle arange(double start, double stop, double step, DType dtype, Device device);
+Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& shape, Device device);
+Handle random(const Dims& shape, const Distribution& dist, Device device, std::uint64_t seed);
+
+// Read-back (waits for the device): the elements in row-major order.
+void read(const Handle& t, void* dst, DType as);
+Handle to_device(const Handle& t, Device device);
+
+// Element-wise.
+Handle unary(Unary op, const Handle& x);
+Handle binary(Binary op, const Handle& a, const Handle& b);
+Handle binary(Binary op, const Handle& a, Scalar b);
+Handle binary(Binary op, Scalar a, const Handle& b);
+Handle pow(const Handle& x, double exponent);
+Handle clamp(const Handle& x, Scalar lo, Scalar hi);
+Handle where(const Handle& cond, const Handle& a, const Handle& b);
+Handle cast(const Handle& x, DType to);
+
+// Reductions; dim is already normalised (0 <= dim < rank). The result keeps the reduced dim
+// as size 1 when keepdim, else drops it; reduce_all gives a rank-0 tensor.
+Handle reduce(Reduction op, const Handle& x, int dim, bool keepdim);
+Handle reduce_all(Reduction op, const Handle& x);
+Handle softmax(const Handle& x, int dim, bool log);
+
+// Shape; dims are already normalised by the caller where noted.
+Handle reshape(const Handle& x, const Dims& shape);  // one -1 allowed
+Handle transpose(const Handle& x, int d0, int d1);
+Handle permute(const Handle& x, std::span<const int> order);
+Handle slice(const Handle& x, int dim, std::int64_t start, std::int64_t stop, std::int64_t step);
+Handle cat(std::span<const Handle> xs, int dim);
+Handle unsqueeze(const Handle& x, int dim);
+Handle squeeze(const Handle& x, int dim);
+Handle expand(const Handle& x, const Dims& shape);
+Handle contiguous(const Handle& x);
+Handle matmul(const Handle& a, const Handle& b);
+
+// Normalises a possibly negative dim against rank (`op` names the op in the IndexError).
+int normalize_dim(const char* op, std::int64_t dim, int rank);
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,9 @@
+// kiln: a C++ tensor library with fused, run-time compiled kernels and features you can see.
+#pragma once
+
+#include "kiln/config.hpp"
+#include "kiln/device.hpp"
+#include "kiln/dtype.hpp"
+#include "kiln/error.hpp"
+#include "kiln/shape.hpp"
+#include "kiln/tensor.hpp"

@@ -1,0 +1,40 @@
+// Helpers shared by the front-end op files (src/core/ops_*.cpp).
+#pragma once
+
+#include <initializer_list>
+#include <span>
+#include <vector>
+
+#include "core/tensor_impl.hpp"
+#include "dispatch/backend.hpp"
+#include "kiln/detail/ops.hpp"
+
+namespace kiln::detail {
+
+inline const TensorImpl& impl(const Handle& h) { return *h; }
+
+// The device all of `ts` live on; DeviceError naming `op` when they differ.
+Device common_device(const char* op, std::initializer_list<const Handle*> ts);
+
+Backend& backend_of(Device device);
+
+// A view of t's buffer with another shape, strides and offset.
+Handle view(const TensorImpl& t, Dims shape, Dims strides, std::int64_t offset);
+
+// NumPy broadcasting of two shapes; ShapeError naming `op` when they cannot broadcast.
+Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b);
+// t seen with `shape` (which t broadcasts to): prepended and size-1 dims get stride 0.
+TensorImpl broadcast_to(const TensorImpl& t, const Dims& shape);
+
+// Throws ShapeError naming `op` if any extent is negative.
+void check_extents(const char* op, const Dims& shape);
+
+// Runs `program` over `shape` on the inputs' device: inputs are broadcast to `shape`, one new
+// contiguous output per program output (dtypes from the program).
+std::vector<Handle> run_elementwise(const ir::Program& program, std::span<const Handle> inputs,
+                                    std::span<const double> scalars, const Dims& shape,
+                                    Device device);
+Handle run_elementwise1(const ir::Program& program, std::span<const Handle> inputs,
+                        std::span<const double> scalars, const Dims& shape, Device device);
+
+}  // namespace kiln::detail

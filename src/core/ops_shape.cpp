@@ -1,0 +1,141 @@
+// Shape ops. transpose, permute, slice, expand, unsqueeze, squeeze and reshape of a contiguous
+// tensor are views; reshape of a strided tensor and cat copy.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/ops_common.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::detail {
+
+Handle reshape(const Handle& x, const Dims& shape) {
+  Dims target = shape;
+  auto infer = std::find(target.begin(), target.end(), -1);
+  if (std::count(target.begin(), target.end(), -1) > 1) {
+    throw ShapeError(fmt::format("reshape: more than one -1 in {}", format_dims(shape)));
+  }
+  std::int64_t known = 1;
+  for (auto e : target) {
+    if (e < -1) throw ShapeError(fmt::format("reshape: negative dimension {} in {}", e, format_dims(shape)));
+    if (e != -1) known *= e;
+  }
+  if (infer != target.end()) {
+    if (known == 0) throw ShapeError(fmt::format("reshape: cannot infer -1 in {} for zero elements", format_dims(shape)));
+    *infer = x->numel() / known;
+  }
+  if (numel(target) != x->numel()) {
+    throw ShapeError(fmt::format("reshape: cannot reshape {} ({} elements) to {}",
+                                 format_dims(x->shape), x->numel(), format_dims(shape)));
+  }
+  Handle c = contiguous(x);
+  return view(*c, target, contiguous_strides(target), c->offset);
+}
+
+Handle transpose(const Handle& x, int d0, int d1) {
+  Dims shape = x->shape, strides = x->strides;
+  std::swap(shape[d0], shape[d1]);
+  std::swap(strides[d0], strides[d1]);
+  return view(*x, shape, strides, x->offset);
+}
+
+Handle permute(const Handle& x, std::span<const int> order) {
+  const int r = x->rank();
+  std::vector<bool> seen(r, false);
+  Dims shape(r), strides(r);
+  for (int i = 0; i < r; ++i) {
+    int d = order[i] < 0 ? order[i] + r : order[i];
+    if (d < 0 || d >= r || seen[d]) {
+      throw ValueError(fmt::format("permute: [{}] is not a permutation of {} dims",
+                                   fmt::join(order, ", "), r));
+    }
+    seen[d] = true;
+    shape[i] = x->shape[d];
+    strides[i] = x->strides[d];
+  }
+  return view(*x, shape, strides, x->offset);
+}
+
+Handle slice(const Handle& x, int dim, std::int64_t start, std::int64_t stop, std::int64_t step) {
+  if (step <= 0) throw ValueError(fmt::format("slice: step must be positive, got {}", step));
+  // Python's rules: negative bounds count from the end, then clamp to [0, size].
+  const std::int64_t n = x->shape[dim];
+  auto clampi = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
+  start = clampi(start);
+  stop = clampi(stop);
+  std::int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  Dims shape = x->shape, strides = x->strides;
+  shape[dim] = len;
+  strides[dim] *= step;
+  return view(*x, shape, strides, x->offset + (len > 0 ? start * x->strides[dim] : 0));
+}
+
+Handle unsqueeze(const Handle& x, int dim) {
+  Dims shape = x->shape, strides = x->strides;
+  std::int64_t stride = dim < x->rank() ? x->shape[dim] * x->strides[dim] : 1;
+  shape.insert(shape.begin() + dim, 1);
+  strides.insert(strides.begin() + dim, stride);
+  return view(*x, shape, strides, x->offset);
+}
+
+Handle squeeze(const Handle& x, int dim) {
+  if (x->shape[dim] != 1) {
+    throw ShapeError(fmt::format("squeeze: dim {} of {} has size {}, not 1", dim,
+                                 format_dims(x->shape), x->shape[dim]));
+  }
+  Dims shape = x->shape, strides = x->strides;
+  shape.erase(shape.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return view(*x, shape, strides, x->offset);
+}
+
+Handle expand(const Handle& x, const Dims& shape) {
+  const std::size_t lead = shape.size() - x->shape.size();
+  Dims target = shape;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    std::int64_t have = i < lead ? 1 : x->shape[i - lead];
+    if (shape[i] == -1 && i >= lead) target[i] = have;
+    if (target[i] != have && have != 1) {
+      throw ShapeError(fmt::format("expand: cannot expand {} to {}", format_dims(x->shape), format_dims(shape)));
+    }
+    if (target[i] < 0) throw ShapeError(fmt::format("expand: negative dimension in {}", format_dims(shape)));
+  }
+  TensorImpl v = broadcast_to(*x, target);
+  return view(*x, v.shape, v.strides, x->offset);
+}
+
+Handle cat(std::span<const Handle> xs, int dim) {
+  if (xs.empty()) throw ValueError("cat: needs at least one tensor");
+  const Handle& first = xs[0];
+  Dims shape = first->shape;
+  shape[dim] = 0;
+  for (const Handle& x : xs) {
+    common_device("cat", {&first, &x});
+    if (x->dtype != first->dtype) {
+      throw DTypeError(fmt::format("cat: dtypes differ: {} and {}", dtype_name(first->dtype), dtype_name(x->dtype)));
+    }
+    for (int d = 0; d < first->rank(); ++d) {
+      if (d != dim && x->shape[d] != first->shape[d]) {
+        throw ShapeError(fmt::format("cat: shapes {} and {} differ outside dim {}",
+                                     format_dims(first->shape), format_dims(x->shape), dim));
+      }
+    }
+    shape[dim] += x->shape[dim];
+  }
+  Backend& be = backend_of(first->device);
+  Handle out = be.empty(shape, first->dtype);
+  ir::Program copy;
+  copy.output(copy.input(first->dtype));
+  std::int64_t at = 0;
+  for (const Handle& x : xs) {
+    Handle part = slice(out, dim, at, at + x->shape[dim], 1);
+    at += x->shape[dim];
+    const TensorImpl* in[] = {x.get()};
+    const TensorImpl* outs[] = {part.get()};
+    be.elementwise(copy, in, {}, outs);
+  }
+  return out;
+}
+
+}  // namespace kiln::detail

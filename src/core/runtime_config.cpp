@@ -1,0 +1,120 @@
+// kiln::Config: defaults from the environment, changed from code, read on hot paths.
+#include "core/runtime_config.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "kiln/error.hpp"
+
+namespace kiln {
+namespace {
+
+constexpr bool kSimdCompiled = KILN_WITH_SIMD;
+constexpr bool kThreadsCompiled = KILN_WITH_THREADS;
+
+// Where the value in force came from, for features().
+struct Source {
+  bool simd_from_env = false;
+  bool threads_from_env = false;
+};
+
+// Parses "0"/"1"/"off"/"on" style switches; anything else is an error listing the valid ones.
+bool parse_switch(const char* var, const std::string& v) {
+  if (v == "0" || v == "off" || v == "OFF" || v == "false") return false;
+  if (v == "1" || v == "on" || v == "ON" || v == "true") return true;
+  throw ValueError(std::string(var) + "=" + v + ": expected one of 0, 1, off, on, false, true");
+}
+
+int parse_threads(const std::string& v) {
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 0 || n > 1 << 16)
+    throw ValueError("KILN_THREADS=" + v + ": expected 0 (one thread) or a thread count N >= 1");
+  return static_cast<int>(n);
+}
+
+struct State {
+  std::mutex mu;
+  Config cfg;
+  Source src;
+  std::atomic<bool> simd{true};
+  std::atomic<int> threads{1};
+
+  State() {
+    if (const char* v = std::getenv("KILN_SIMD")) {
+      cfg.simd = parse_switch("KILN_SIMD", v);
+      src.simd_from_env = true;
+    }
+    if (const char* v = std::getenv("KILN_THREADS")) {
+      cfg.threads = parse_threads(v);
+      src.threads_from_env = true;
+    }
+    publish();
+  }
+  void publish() {
+    simd = kSimdCompiled && cfg.simd;
+    int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int n = cfg.threads < 0 ? hw : std::max(1, cfg.threads);
+    threads = kThreadsCompiled ? n : 1;
+  }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+}  // namespace
+
+Config config() {
+  auto& s = state();
+  std::lock_guard lock(s.mu);
+  return s.cfg;
+}
+
+void set_config(const Config& c) {
+  if (c.threads < -1) {
+    throw ValueError("set_config: threads = " + std::to_string(c.threads) +
+                     ": expected -1 (all), 0 (one thread) or a count N >= 1");
+  }
+  auto& s = state();
+  std::lock_guard lock(s.mu);
+  s.cfg = c;
+  s.src = Source{};
+  s.publish();
+}
+
+std::vector<FeatureState> features() {
+  auto& s = state();
+  std::lock_guard lock(s.mu);
+  std::vector<FeatureState> out;
+  auto add = [&](std::string name, bool compiled, bool on, bool from_env, const char* var,
+                 std::string built_why) {
+    std::string why;
+    if (!compiled) why = built_why;
+    else if (on) why = "on";
+    else if (from_env) why = std::string(var) + " in the environment";
+    else why = "switched off by kiln::set_config";
+    out.push_back({std::move(name), compiled, compiled && on, why});
+  };
+  add("simd", kSimdCompiled, s.cfg.simd, s.src.simd_from_env, "KILN_SIMD=0",
+      "built with -DKILN_SIMD=OFF");
+  add("threads", kThreadsCompiled, s.cfg.threads != 0, s.src.threads_from_env, "KILN_THREADS=0",
+      "built with -DKILN_THREADS=OFF");
+  for (const char* pending : {"fusion", "autotune", "persistence"})
+    out.push_back({pending, false, false, "not implemented yet"});
+  out.push_back({"cuda", false, false, "the CUDA backend is not implemented yet"});
+  return out;
+}
+
+std::string version() { return KILN_VERSION; }
+
+namespace detail {
+bool simd_live() { return state().simd.load(std::memory_order_relaxed); }
+int thread_limit() { return state().threads.load(std::memory_order_relaxed); }
+}  // namespace detail
+
+}  // namespace kiln

@@ -1,0 +1,13 @@
+// Internal view of kiln::Config: what the backends ask on their hot paths.
+#pragma once
+
+#include "kiln/config.hpp"
+
+namespace kiln::detail {
+
+// SIMD kernels compiled in and switched on.
+bool simd_live();
+// Threads the CPU may use: 1 when threads are compiled out or switched off.
+int thread_limit();
+
+}  // namespace kiln::detail

@@ -1,0 +1,54 @@
+// The dynamic-rank tensor every layer below the front end works with.
+//
+// Tensors are immutable values: an op never writes into a tensor the user holds, so copies
+// share the buffer and views (transpose, slice, expand, ...) are new strides over it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kiln/device.hpp"
+#include "kiln/dtype.hpp"
+#include "kiln/shape.hpp"
+
+namespace kiln::detail {
+
+// Memory owned by a backend: host memory for the CPU, device memory for CUDA.
+class Buffer {
+ public:
+  Buffer(void* data, std::size_t bytes) : data_(data), bytes_(bytes) {}
+  virtual ~Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_;
+  std::size_t bytes_;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Buffer> buffer;
+  Device device = Device::cpu();
+  DType dtype = DType::f32;
+  Dims shape;
+  Dims strides;             // in elements; 0 along broadcast (expanded) dimensions
+  std::int64_t offset = 0;  // in elements, from buffer->data()
+
+  int rank() const { return static_cast<int>(shape.size()); }
+  std::int64_t numel() const;
+  bool is_contiguous() const;  // row-major dense, any offset
+  // The address of element 0 (buffer start plus offset).
+  void* data() const {
+    return static_cast<char*>(buffer->data()) + offset * static_cast<std::int64_t>(dtype_size(dtype));
+  }
+};
+
+using Handle = std::shared_ptr<const TensorImpl>;
+
+std::int64_t numel(const Dims& shape);
+Dims contiguous_strides(const Dims& shape);
+
+}  // namespace kiln::detail

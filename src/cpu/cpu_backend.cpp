@@ -1,0 +1,59 @@
+#include "cpu/cpu_backend.hpp"
+
+#include <cstring>
+
+#include "core/runtime_config.hpp"
+#include "cpu/cpu_ops.hpp"
+#include "cpu/host_buffer.hpp"
+#include "cpu/kernels.hpp"
+#include "ir/cpu_evaluator.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+const KernelTable& live_kernels() {
+#if KILN_WITH_SIMD
+  if (detail::simd_live()) return simd_kernels();
+#endif
+  return scalar_kernels();
+}
+
+}  // namespace
+
+std::string CpuBackend::name() const { return std::string("cpu<") + live_kernels().target + ">"; }
+
+detail::Handle CpuBackend::empty(const Dims& shape, DType dtype) { return host_empty(shape, dtype); }
+
+void CpuBackend::upload(const void* src, const detail::TensorImpl& t) {
+  std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
+  if (bytes) std::memcpy(t.data(), src, bytes);
+}
+
+void CpuBackend::download(const detail::TensorImpl& t, void* dst) {
+  std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
+  if (bytes) std::memcpy(dst, t.data(), bytes);
+}
+
+void CpuBackend::elementwise(const ir::Program& program,
+                             std::span<const detail::TensorImpl* const> inputs,
+                             std::span<const double> scalars,
+                             std::span<const detail::TensorImpl* const> outputs) {
+  ir::evaluate_cpu(program, inputs, scalars, outputs, live_kernels());
+}
+
+void CpuBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+                        const detail::TensorImpl& out) {
+  cpu::reduce(op, x, dim, out);
+}
+
+void CpuBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                        const detail::TensorImpl& out) {
+  cpu::matmul(a, b, out);
+}
+
+void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
+                        const detail::TensorImpl& out) {
+  cpu::random(spec, seed, out);
+}
+
+}  // namespace kiln::cpu

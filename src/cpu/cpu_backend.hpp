@@ -1,0 +1,27 @@
+// The CPU backend: Highway SIMD (or scalar) element-wise kernels, oneTBB loops, CBLAS gemm.
+#pragma once
+
+#include "dispatch/backend.hpp"
+
+namespace kiln::cpu {
+
+class CpuBackend final : public detail::Backend {
+ public:
+  std::string name() const override;  // "cpu<avx2>", "cpu<scalar>"
+  Device device() const override { return Device::cpu(); }
+  detail::Handle empty(const Dims& shape, DType dtype) override;
+  void upload(const void* src, const detail::TensorImpl& t) override;
+  void download(const detail::TensorImpl& t, void* dst) override;
+  void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
+                   std::span<const double> scalars,
+                   std::span<const detail::TensorImpl* const> outputs) override;
+  void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+              const detail::TensorImpl& out) override;
+  void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
+              const detail::TensorImpl& out) override;
+  void random(const detail::RandomSpec& spec, std::uint64_t seed,
+              const detail::TensorImpl& out) override;
+  void sync() override {}  // CPU ops run to completion on the calling thread
+};
+
+}  // namespace kiln::cpu

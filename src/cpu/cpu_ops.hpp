@@ -1,0 +1,14 @@
+// The CPU backend's non-element-wise ops (see src/dispatch/backend.hpp for the contracts).
+#pragma once
+
+#include <cstdint>
+
+#include "dispatch/backend.hpp"
+
+namespace kiln::cpu {
+
+void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, const detail::TensorImpl& out);
+void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, const detail::TensorImpl& out);
+void random(const detail::RandomSpec& spec, std::uint64_t seed, const detail::TensorImpl& out);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,39 @@
+// Block kernels of the CPU backend: one element-wise IR op over n contiguous 32-bit lanes.
+//
+// The CPU evaluator (src/ir/cpu_evaluator.cpp) runs a Program over blocks of a few thousand
+// elements; for each node it calls one of these on the block. Inside a block every value is
+// 32-bit: f32 as float, i32 as int32_t, bool as int32_t 0 or 1. Two tables implement the
+// same contract: Highway SIMD with dynamic dispatch, and plain scalar loops (KILN_SIMD=OFF
+// or KILN_SIMD=0). docs/accuracy.md gives each op's error bound; both tables hold it over
+// the whole finite range of the argument.
+#pragma once
+
+#include <cstddef>
+
+#include "ir/program.hpp"
+#include "kiln/dtype.hpp"
+
+namespace kiln::cpu {
+
+// An operand: n contiguous lanes at p, or (splat) the single lane at p repeated n times.
+struct Lanes {
+  const void* p;
+  bool splat = false;
+};
+
+struct KernelTable {
+  const char* target;  // the SIMD target, lower case: "avx2", "avx3", "sse4", "neon", "scalar"
+  // out = op(a); `in` is a's dtype, `out_t` the node's (they differ only for cast).
+  void (*unary)(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t n);
+  // out = op(a, b); `in` is the operands' dtype (the node is bool for comparisons).
+  void (*binary)(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n);
+  // out = cond ? a : b; `t` is the dtype of a, b and out.
+  void (*where)(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n);
+};
+
+// Highway kernels for the best target this CPU supports (chosen once, at first call).
+const KernelTable& simd_kernels();
+// Scalar loops over libm.
+const KernelTable& scalar_kernels();
+
+}  // namespace kiln::cpu

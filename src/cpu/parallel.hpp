@@ -1,0 +1,17 @@
+// The CPU backend's parallel loop: oneTBB when threads are compiled in and live, else inline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace kiln::cpu {
+
+// Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, across kiln's threads
+// when threads are live and n > grain; inline on the calling thread otherwise.
+void parallel_for(std::int64_t n, std::int64_t grain,
+                  const std::function<void(std::int64_t, std::int64_t)>& fn);
+
+// The number of threads kiln's CPU loops and the BLAS may use now (1 when threads are off).
+int thread_count();
+
+}  // namespace kiln::cpu

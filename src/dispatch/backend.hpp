@@ -1,0 +1,58 @@
+// The interface every backend implements, and decorators (fusion) wrap.
+//
+// The front end (src/core/ops.cpp) checks shapes, dtypes and devices, broadcasts by giving
+// inputs stride-0 dimensions, allocates outputs with `empty`, and then calls one of these.
+// A backend may run the call asynchronously; `download` and `sync` wait.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/tensor_impl.hpp"
+#include "ir/program.hpp"
+
+namespace kiln::detail {
+
+enum class ReduceOp : std::uint8_t { sum, mean, max, min, argmax, argmin };
+const char* reduce_name(ReduceOp op);
+
+struct RandomSpec {
+  enum class Kind : std::uint8_t { uniform, normal } kind = Kind::uniform;
+  double a = 0.0;  // uniform: lo; normal: mean
+  double b = 1.0;  // uniform: hi; normal: std
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // This backend's part of the chain, e.g. "cpu<avx2>" or "fusion<cuda<sm_90>>".
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+
+  // A new contiguous tensor whose contents are unspecified.
+  virtual Handle empty(const Dims& shape, DType dtype) = 0;
+  // Copies numel * dtype_size bytes from host memory into the contiguous tensor t.
+  virtual void upload(const void* src, const TensorImpl& t) = 0;
+  // Copies the contiguous tensor t into host memory; waits for pending work on t.
+  virtual void download(const TensorImpl& t, void* dst) = 0;
+
+  // Runs the program for every element of the outputs' common shape. Every input has that
+  // shape (broadcast dims have stride 0); outputs may be strided views (cat writes slices).
+  virtual void elementwise(const ir::Program& program, std::span<const TensorImpl* const> inputs,
+                           std::span<const double> scalars, std::span<const TensorImpl* const> outputs) = 0;
+  // Reduces x over `dim` (or over all elements when dim < 0) into out, which has x's shape
+  // with that dim set to 1 (all dims 1 when dim < 0), contiguous. arg* write i32 indices.
+  virtual void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) = 0;
+  // out[b] = a[b] @ c[b] for a [B, m, k], c [B, k, n], out [B, m, n] contiguous; a and c may
+  // have any strides (stride 0 on a broadcast batch).
+  virtual void matmul(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out) = 0;
+  // Fills the contiguous tensor out from the Philox 4x32-10 stream of `seed` (src/core/philox.hpp).
+  virtual void random(const RandomSpec& spec, std::uint64_t seed, const TensorImpl& out) = 0;
+
+  // Waits for every op queued on this device.
+  virtual void sync() = 0;
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,14 @@
+// The device registry: which backend chain serves each device.
+#pragma once
+
+#include "dispatch/backend.hpp"
+
+namespace kiln::detail {
+
+// The backend chain of a device (created at first use). Throws DeviceError if absent.
+Backend& backend(Device device);
+
+// Why CUDA device `index` is absent, or empty when it is present.
+std::string cuda_absent_reason(int index);
+
+}  // namespace kiln::detail

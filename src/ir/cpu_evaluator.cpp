@@ -1,0 +1,234 @@
+#include "ir/cpu_evaluator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "cpu/parallel.hpp"
+#include "ir/strided_runs.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::ir {
+
+CoalescedLayout coalesce(const Dims& shape, const std::vector<const Dims*>& strides) {
+  if (shape.size() > 16) throw ShapeError("element-wise: rank " + std::to_string(shape.size()) + " exceeds 16");
+  CoalescedLayout out;
+  out.strides.resize(strides.size());
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !out.shape.empty();
+    for (std::size_t t = 0; merge && t < strides.size(); ++t) {
+      merge = out.strides[t].back() == (*strides[t])[d] * shape[d];
+    }
+    if (merge) {
+      out.shape.back() *= shape[d];
+      for (std::size_t t = 0; t < strides.size(); ++t) out.strides[t].back() = (*strides[t])[d];
+    } else {
+      out.shape.push_back(shape[d]);
+      for (std::size_t t = 0; t < strides.size(); ++t) out.strides[t].push_back((*strides[t])[d]);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+using detail::TensorImpl;
+
+// Block-local storage of 32-bit lanes for one node's value.
+using Lane = std::uint32_t;
+
+// How one tensor of the call is accessed after coalescing.
+struct Access {
+  char* base;  // element 0
+  DType dtype;
+  const Dims* strides;
+  bool dense;  // one dim of stride 1 (or rank 0): the block is a plain slice of memory
+  bool splat;  // every stride 0: one value for the whole call
+};
+
+Access access(const TensorImpl& t, const CoalescedLayout& layout, std::size_t which) {
+  const Dims& s = layout.strides[which];
+  bool all_zero = std::all_of(s.begin(), s.end(), [](auto v) { return v == 0; });
+  bool dense = layout.shape.empty() || (layout.shape.size() == 1 && s[0] == 1);
+  return {static_cast<char*>(t.data()), t.dtype, &s, dense, all_zero};
+}
+
+// Reads [start, start + len) of a tensor into 32-bit lanes (bool widens to 0/1).
+void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst) {
+  for_each_run(shape, *a.strides, start, len, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+    if (a.dtype == DType::boolean) {
+      const auto* src = reinterpret_cast<const std::uint8_t*>(a.base) + off;
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st] != 0;
+    } else {
+      const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
+      if (st == 1) std::memcpy(dst, src, n * sizeof(Lane));
+      else for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st];
+    }
+    dst += n;
+  });
+}
+
+// Writes 32-bit lanes (or one lane repeated, when splat) to [start, start + len) of a tensor.
+void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len,
+             const Lane* src, bool splat) {
+  for_each_run(shape, *a.strides, start, len, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      Lane v = src[splat ? 0 : i];
+      if (a.dtype == DType::boolean) reinterpret_cast<std::uint8_t*>(a.base)[off + i * st] = v != 0;
+      else reinterpret_cast<Lane*>(a.base)[off + i * st] = v;
+    }
+    if (!splat) src += n;
+  });
+}
+
+Lane scalar_lane(double v, DType t) {
+  Lane out;
+  if (t == DType::f32) {
+    float f = static_cast<float>(v);
+    std::memcpy(&out, &f, sizeof f);
+  } else if (t == DType::i32) {
+    auto i = static_cast<std::int32_t>(v);
+    std::memcpy(&out, &i, sizeof i);
+  } else {
+    out = v != 0;
+  }
+  return out;
+}
+
+// A scratch slot per node, reused once the node's last reader has run (liveness), so long
+// programs need few block buffers.
+std::vector<int> assign_slots(const Program& p, int& n_slots) {
+  const int n = static_cast<int>(p.nodes.size());
+  auto operands = [&](int i) {
+    const Node& node = p.nodes[i];
+    int ar = arity(node.op);
+    return std::array<int, 3>{ar > 0 ? node.a : -1, ar > 1 ? node.b : -1, ar > 2 ? node.c : -1};
+  };
+  std::vector<int> last_use(n, -1);
+  for (int i = 0; i < n; ++i) {
+    for (int o : operands(i)) {
+      if (o >= 0) last_use[o] = i;
+    }
+  }
+  for (auto o : p.outputs) last_use[o] = n;  // outputs live to the end of the block
+  std::vector<int> slot(n), free_slots;
+  n_slots = 0;
+  for (int i = 0; i < n; ++i) {
+    if (free_slots.empty()) {
+      slot[i] = n_slots++;
+    } else {
+      slot[i] = free_slots.back();
+      free_slots.pop_back();
+    }
+    // Operands read for the last time here are freed after the node has its own slot, so a
+    // kernel never writes over an operand it is reading.
+    std::array<int, 3> ops = operands(i);
+    for (int j = 0; j < 3; ++j) {
+      int o = ops[j];
+      bool first = o >= 0 && std::find(ops.begin(), ops.begin() + j, o) == ops.begin() + j;
+      if (first && last_use[o] == i) free_slots.push_back(slot[o]);
+    }
+  }
+  return slot;
+}
+
+}  // namespace
+
+void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
+                  std::span<const double> scalars, std::span<const TensorImpl* const> outputs,
+                  const cpu::KernelTable& k) {
+  if (inputs.size() != p.inputs.size() || scalars.size() != p.scalars.size() ||
+      outputs.size() != p.outputs.size() || outputs.empty()) {
+    throw Error("element-wise: program and call disagree on inputs, scalars or outputs");
+  }
+  const Dims& shape = outputs[0]->shape;
+  const std::int64_t total = detail::numel(shape);
+  if (total == 0) return;
+
+  std::vector<const Dims*> all_strides;
+  for (auto* t : inputs) all_strides.push_back(&t->strides);
+  for (auto* t : outputs) all_strides.push_back(&t->strides);
+  const CoalescedLayout layout = coalesce(shape, all_strides);
+  std::vector<Access> in_access, out_access;
+  for (std::size_t i = 0; i < inputs.size(); ++i) in_access.push_back(access(*inputs[i], layout, i));
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    out_access.push_back(access(*outputs[i], layout, inputs.size() + i));
+
+  std::vector<Lane> scalar_lanes(scalars.size());
+  for (std::size_t i = 0; i < scalars.size(); ++i) scalar_lanes[i] = scalar_lane(scalars[i], p.scalars[i]);
+
+  const int n = static_cast<int>(p.nodes.size());
+  int n_slots = 0;
+  const std::vector<int> slot_of = assign_slots(p, n_slots);
+  // An output node written straight into its (dense, 32-bit) output tensor skips the scatter.
+  std::vector<int> direct_output(n, -1);
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const Node& node = p.nodes[p.outputs[o]];
+    if (out_access[o].dense && node.dtype != DType::boolean && arity(node.op) > 0 &&
+        direct_output[p.outputs[o]] < 0) {
+      direct_output[p.outputs[o]] = static_cast<int>(o);
+    }
+  }
+
+  const std::int64_t n_blocks = (total + kBlock - 1) / kBlock;
+  cpu::parallel_for(n_blocks, std::max<std::int64_t>(1, (1 << 16) / kBlock), [&](std::int64_t b0, std::int64_t b1) {
+    std::vector<Lane> scratch(static_cast<std::size_t>(n_slots) * kBlock);
+    std::vector<cpu::Lanes> value(n);
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t start = blk * kBlock;
+      const std::int64_t len = std::min(kBlock, total - start);
+      for (int i = 0; i < n; ++i) {
+        const Node& node = p.nodes[i];
+        Lane* buf = scratch.data() + static_cast<std::size_t>(slot_of[i]) * kBlock;
+        switch (node.op) {
+          case Op::input: {
+            const Access& a = in_access[node.a];
+            if (a.splat) {
+              gather(a, layout.shape, 0, 1, buf);
+              value[i] = {buf, true};
+            } else if (a.dense && a.dtype != DType::boolean) {
+              value[i] = {a.base + start * sizeof(Lane), false};  // read in place
+            } else {
+              gather(a, layout.shape, start, len, buf);
+              value[i] = {buf, false};
+            }
+            continue;
+          }
+          case Op::scalar:
+            value[i] = {&scalar_lanes[node.a], true};
+            continue;
+          case Op::index: {
+            auto* idx = reinterpret_cast<std::int32_t*>(buf);
+            for (std::int64_t j = 0; j < len; ++j) idx[j] = static_cast<std::int32_t>(start + j);
+            value[i] = {buf, false};
+            continue;
+          }
+          default:
+            break;
+        }
+        const int ar = arity(node.op);
+        bool all_splat = value[node.a].splat && (ar < 2 || value[node.b].splat) &&
+                         (ar < 3 || value[node.c].splat);
+        const std::size_t count = all_splat ? 1 : static_cast<std::size_t>(len);
+        Lane* out = buf;
+        if (!all_splat && direct_output[i] >= 0) {
+          out = reinterpret_cast<Lane*>(out_access[direct_output[i]].base) + start;
+        }
+        if (ar == 1) k.unary(node.op, p.dtype(node.a), node.dtype, value[node.a], out, count);
+        else if (ar == 2) k.binary(node.op, p.dtype(node.a), value[node.a], value[node.b], out, count);
+        else k.where(node.dtype, value[node.a], value[node.b], value[node.c], out, count);
+        value[i] = {out, all_splat};
+      }
+      for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+        const int node = p.outputs[o];
+        if (direct_output[node] == static_cast<int>(o) && !value[node].splat) continue;
+        scatter(out_access[o], layout.shape, start, len, static_cast<const Lane*>(value[node].p),
+                value[node].splat);
+      }
+    }
+  });
+}
+
+}  // namespace kiln::ir

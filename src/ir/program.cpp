@@ -1,0 +1,86 @@
+// Building element-wise programs and naming their structure.
+#include "ir/program.hpp"
+
+#include <fmt/format.h>
+
+#include "kiln/error.hpp"
+
+namespace kiln::ir {
+
+int arity(Op op) {
+  if (op <= Op::index) return 0;
+  if (op <= Op::cast) return 1;
+  if (op <= Op::ge) return 2;
+  return 3;
+}
+
+const char* op_name(Op op) {
+  static constexpr const char* names[] = {
+      "input", "scalar", "index", "neg",     "abs",     "relu", "sin", "cos", "tan",
+      "exp",   "log",    "sqrt",  "rsqrt",   "tanh",    "sigmoid", "gelu", "cast", "add",
+      "sub",   "mul",    "div",   "pow",     "minimum", "maximum", "eq",  "ne",  "lt",
+      "le",    "gt",     "ge",    "where"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(Op::where) + 1);
+  return names[static_cast<int>(op)];
+}
+
+bool is_comparison(Op op) { return op >= Op::eq && op <= Op::ge; }
+
+std::int32_t Program::input(DType t) {
+  nodes.push_back({Op::input, t, static_cast<std::int32_t>(inputs.size())});
+  inputs.push_back(t);
+  return static_cast<std::int32_t>(nodes.size() - 1);
+}
+
+std::int32_t Program::scalar(DType t) {
+  nodes.push_back({Op::scalar, t, static_cast<std::int32_t>(scalars.size())});
+  scalars.push_back(t);
+  return static_cast<std::int32_t>(nodes.size() - 1);
+}
+
+std::int32_t Program::index() {
+  nodes.push_back({Op::index, DType::i32});
+  return static_cast<std::int32_t>(nodes.size() - 1);
+}
+
+std::int32_t Program::unary(Op op, std::int32_t a) {
+  nodes.push_back({op, dtype(a), a});
+  return static_cast<std::int32_t>(nodes.size() - 1);
+}
+
+std::int32_t Program::cast(std::int32_t a, DType to) {
+  if (dtype(a) == to) return a;
+  nodes.push_back({Op::cast, to, a});
+  return static_cast<std::int32_t>(nodes.size() - 1);
+}
+
+std::int32_t Program::binary(Op op, std::int32_t a, std::int32_t b) {
+  if (dtype(a) != dtype(b)) {
+    throw DTypeError(fmt::format("ir: {} operands differ: {} and {}", op_name(op),
+                                 dtype_name(dtype(a)), dtype_name(dtype(b))));
+  }
+  nodes.push_back({op, is_comparison(op) ? DType::boolean : dtype(a), a, b});
+  return static_cast<std::int32_t>(nodes.size() - 1);
+}
+
+std::int32_t Program::where(std::int32_t cond, std::int32_t a, std::int32_t b) {
+  if (dtype(cond) != DType::boolean || dtype(a) != dtype(b)) {
+    throw DTypeError(fmt::format("ir: where({}, {}, {}) needs a bool condition and equal branches",
+                                 dtype_name(dtype(cond)), dtype_name(dtype(a)),
+                                 dtype_name(dtype(b))));
+  }
+  nodes.push_back({Op::where, dtype(a), cond, a, b});
+  return static_cast<std::int32_t>(nodes.size() - 1);
+}
+
+std::string Program::signature() const {
+  std::string s;
+  for (const auto& n : nodes) {
+    s += fmt::format("{}:{}({},{},{});", op_name(n.op), dtype_name(n.dtype), n.a, n.b, n.c);
+  }
+  s += "->";
+  for (auto o : outputs) s += fmt::format("{},", o);
+  return s;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,71 @@
+// The element-wise IR: the one place that says what each element-wise op means.
+//
+// A Program is a DAG of nodes in topological order. Leaves read an input tensor, a scalar
+// parameter or the element's linear index; every other node applies one op to earlier
+// nodes. Operands of a node already have the dtype the op computes in (the builder inserts
+// casts), so a code generator never promotes types itself. Scalars are parameters whose values
+// are passed at run time, so `x * 0.5` and `x * 0.7` are the same program.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.hpp"
+
+namespace kiln::ir {
+
+enum class Op : std::uint8_t {
+  // leaves
+  input,   // a = input slot
+  scalar,  // a = scalar slot
+  index,   // the output element's linear (row-major) index, as i32
+  // unary (a); dtype f32 unless noted
+  neg,      // f32, i32
+  abs,      // f32, i32
+  relu,     // f32, i32
+  sin, cos, tan, exp, log, sqrt, rsqrt, tanh, sigmoid,
+  gelu,     // exact: x * Phi(x), as PyTorch's default
+  cast,     // operand dtype -> node dtype
+  // binary (a, b); operands have the node's dtype unless noted
+  add, sub, mul,  // f32, i32 (i32 wraps)
+  div,            // f32
+  pow,            // f32
+  minimum, maximum,  // f32, i32; NaN propagates as NumPy's
+  eq, ne, lt, le, gt, ge,  // operands f32 or i32 (both the same), node bool
+  // ternary
+  where,  // a bool; b, c the node's dtype
+};
+
+int arity(Op op);  // 0 for leaves
+const char* op_name(Op op);
+bool is_comparison(Op op);
+
+struct Node {
+  Op op;
+  DType dtype;  // the dtype this node produces
+  std::int32_t a = -1, b = -1, c = -1;
+};
+
+struct Program {
+  std::vector<DType> inputs;      // dtype of each input slot
+  std::vector<DType> scalars;     // dtype of each scalar slot
+  std::vector<Node> nodes;        // topological order
+  std::vector<std::int32_t> outputs;  // node ids, one per output tensor
+
+  std::int32_t input(DType t);
+  std::int32_t scalar(DType t);
+  std::int32_t index();
+  // Appends op over operands, inferring the node dtype (casts are not inserted here).
+  std::int32_t unary(Op op, std::int32_t a);
+  std::int32_t cast(std::int32_t a, DType to);
+  std::int32_t binary(Op op, std::int32_t a, std::int32_t b);
+  std::int32_t where(std::int32_t cond, std::int32_t a, std::int32_t b);
+  void output(std::int32_t node) { outputs.push_back(node); }
+
+  DType dtype(std::int32_t node) const { return nodes[node].dtype; }
+  // Structure only (ops, dtypes, wiring): the key a compiled kernel is cached under.
+  std::string signature() const;
+};
+
+}  // namespace kiln::ir

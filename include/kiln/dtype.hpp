@@ -30,6 +30,9 @@ constexpr DType dtype_of() {
 }
 
 // Type promotion for binary ops, as PyTorch: bool < i32 < f32.
-constexpr DType promote(DType a, DType b) { return a > b ? a : b; }
+constexpr DType promote(DType a, DType b) {
+  auto rank = [](DType t) { return t == DType::boolean ? 0 : t == DType::i32 ? 1 : 2; };
+  return rank(a) > rank(b) ? a : b;
+}
 
 }  // namespace kiln

@@ -43,7 +43,7 @@ Handle matmul(const Handle& a, const Handle& b) {
     throw ShapeError(fmt::format("matmul: batch dimensions differ: {} x {}", format_dims(a->shape),
                                  format_dims(b->shape)));
   }
-  const std::int64_t batch = std::max(ba, bb);
+  const std::int64_t batch = ba == 1 ? bb : ba;
   Backend& be = backend_of(d);
   Handle out = be.empty({batch, m, n}, DType::f32);
   if (out->numel() > 0) be.matmul(as_batched(*a, batch), as_batched(*b, batch), *out);

@@ -6,7 +6,8 @@
 
 namespace kiln::cpu {
 
-// Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, across kiln's threads
+// Runs fn(begin, end) over [0, n) in chunks of about `grain` items (TBB splits down to between
+// grain/2 and grain), across kiln's threads
 // when threads are live and n > grain; inline on the calling thread otherwise.
 void parallel_for(std::int64_t n, std::int64_t grain,
                   const std::function<void(std::int64_t, std::int64_t)>& fn);

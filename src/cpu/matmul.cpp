@@ -1,0 +1,202 @@
+// Batched f32 matrix products on the CPU through CBLAS sgemm.
+//
+// Views go to sgemm as they are whenever BLAS can describe them (one unit inner stride and a
+// leading dimension no smaller than the row), so transposes and row slices cost no copy; any
+// other layout is copied into a contiguous temporary first. The BLAS thread count follows
+// kiln's thread limit and is set through whichever CBLAS is loaded (OpenBLAS, MKL, BLIS),
+// found with dlsym, so another CBLAS can be linked in without code changes.
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cpu/blas_info.hpp"
+#include "cpu/cpu_ops.hpp"
+#include "cpu/parallel.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using detail::TensorImpl;
+
+// Below this many multiply-adds a product is done before BLAS threads would have woken up.
+constexpr std::int64_t kThreadedMinWork = std::int64_t{1} << 18;
+
+template <class Fn>
+Fn find_symbol(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
+// The thread and version entry points of the loaded BLAS, resolved once.
+struct BlasApi {
+  using SetInt = void (*)(int);
+  using SetDim = void (*)(std::int64_t);  // BLIS's dim_t is 64-bit
+  using GetInt = int (*)();
+  using GetDim = std::int64_t (*)();
+
+  SetInt set_int = nullptr;
+  SetDim set_dim = nullptr;
+  GetInt get_int = nullptr;
+  GetDim get_dim = nullptr;
+  std::string library = "unknown CBLAS";
+
+  BlasApi() {
+    if (auto config = find_symbol<char* (*)()>("openblas_get_config")) {
+      set_int = find_symbol<SetInt>("openblas_set_num_threads");
+      get_int = find_symbol<GetInt>("openblas_get_num_threads");
+      const char* text = config();
+      library = text != nullptr ? text : "OpenBLAS";
+      if (library.rfind("OpenBLAS", 0) != 0) library = "OpenBLAS " + library;
+    } else if (auto mkl_version = find_symbol<void (*)(char*, int)>("mkl_get_version_string")) {
+      set_int = find_symbol<SetInt>("MKL_Set_Num_Threads");
+      get_int = find_symbol<GetInt>("MKL_Get_Max_Threads");
+      char text[256] = {};
+      mkl_version(text, static_cast<int>(sizeof text));
+      library = text;
+    } else if (auto bli_version = find_symbol<const char* (*)()>("bli_info_get_version_str")) {
+      set_dim = find_symbol<SetDim>("bli_thread_set_num_threads");
+      get_dim = find_symbol<GetDim>("bli_thread_get_num_threads");
+      library = std::string("BLIS ") + bli_version();
+    } else {
+      // A BLAS without a version query may still export a thread setter.
+      set_int = find_symbol<SetInt>("openblas_set_num_threads");
+      if (!set_int) set_int = find_symbol<SetInt>("MKL_Set_Num_Threads");
+      if (!set_int) set_dim = find_symbol<SetDim>("bli_thread_set_num_threads");
+    }
+  }
+};
+
+const BlasApi& blas_api() {
+  static const BlasApi api;
+  return api;
+}
+
+// The last count given to the BLAS (0: none yet), so that a run of small products makes one
+// call, not one per product. Concurrent matmuls with different needs may race on the BLAS's
+// global setting; either count is correct for both, only speed differs.
+std::atomic<int> g_blas_threads{0};
+
+void set_blas_threads(int n) {
+  if (g_blas_threads.exchange(n, std::memory_order_relaxed) == n) return;
+  const BlasApi& api = blas_api();
+  if (api.set_int)
+    api.set_int(n);
+  else if (api.set_dim)
+    api.set_dim(n);
+}
+
+// One operand of a batch of products, rows x cols per batch, as sgemm will see it.
+struct Operand {
+  const float* data;          // batch 0
+  std::int64_t batch_stride;  // elements
+  std::int64_t rows, cols, row_stride, col_stride;
+  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  std::int64_t ld = 1;
+  bool copy = false;  // sgemm cannot describe this layout
+};
+
+Operand describe(const TensorImpl& t) {
+  Operand o{static_cast<const float*>(t.data()),
+            t.strides[0],
+            t.shape[1],
+            t.shape[2],
+            t.strides[1],
+            t.strides[2]};
+  // A stride along a dim of extent 1 is never used; BLAS only needs ld >= max(1, row length).
+  const bool unit_cols = o.cols <= 1 || o.col_stride == 1;
+  const bool unit_rows = o.rows <= 1 || o.row_stride == 1;
+  if (unit_cols && (o.rows <= 1 || o.row_stride >= std::max<std::int64_t>(1, o.cols))) {
+    o.trans = CblasNoTrans;
+    o.ld = o.rows <= 1 ? std::max<std::int64_t>(1, o.cols) : o.row_stride;
+  } else if (unit_rows && (o.cols <= 1 || o.col_stride >= std::max<std::int64_t>(1, o.rows))) {
+    // Column-major storage: the transpose of a row-major cols x rows matrix.
+    o.trans = CblasTrans;
+    o.ld = o.cols <= 1 ? std::max<std::int64_t>(1, o.rows) : o.col_stride;
+  } else {
+    o.copy = true;
+  }
+  if (o.ld > INT_MAX) o.copy = true;
+  if (o.copy) {
+    o.trans = CblasNoTrans;
+    o.ld = std::max<std::int64_t>(1, o.cols);
+  }
+  return o;
+}
+
+// Batch b of o as sgemm reads it: the view itself, or a row-major copy in tmp.
+const float* batch_data(const Operand& o, std::int64_t b, float* tmp) {
+  const float* src = o.data + b * o.batch_stride;
+  if (!o.copy) return src;
+  // A broadcast batch (stride 0) is the same matrix every time: copy it once.
+  if (b > 0 && o.batch_stride == 0) return tmp;
+  for (std::int64_t r = 0; r < o.rows; ++r) {
+    const float* row = src + r * o.row_stride;
+    float* dst = tmp + r * o.cols;
+    for (std::int64_t c = 0; c < o.cols; ++c) dst[c] = row[c * o.col_stride];
+  }
+  return tmp;
+}
+
+[[noreturn]] void shape_error(const TensorImpl& a, const TensorImpl& b, const TensorImpl& out) {
+  throw ShapeError("matmul: cannot multiply " + format_dims(a.shape) + " x " +
+                   format_dims(b.shape) + " into " + format_dims(out.shape) +
+                   " (expected [B, m, k] x [B, k, n] into a contiguous [B, m, n])");
+}
+
+}  // namespace
+
+std::string blas_library() { return blas_api().library; }
+
+int blas_threads() {
+  const BlasApi& api = blas_api();
+  if (api.get_int) return api.get_int();
+  if (api.get_dim) return static_cast<int>(api.get_dim());
+  const int set = g_blas_threads.load(std::memory_order_relaxed);
+  return set > 0 ? set : 1;
+}
+
+void matmul(const TensorImpl& a, const TensorImpl& b, const TensorImpl& out) {
+  for (const TensorImpl* t : {&a, &b, &out}) {
+    if (t->dtype != DType::f32) {
+      throw DTypeError(std::string("matmul: only f32 is supported, got ") + dtype_name(t->dtype));
+    }
+  }
+  if (a.rank() != 3 || b.rank() != 3 || out.rank() != 3) shape_error(a, b, out);
+  const std::int64_t batch = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[2];
+  if (b.shape[0] != batch || b.shape[1] != k || out.shape != Dims{batch, m, n} ||
+      !out.is_contiguous()) {
+    shape_error(a, b, out);
+  }
+  if (batch == 0 || m == 0 || n == 0) return;
+  float* c = static_cast<float*>(out.data());
+  if (k == 0) {
+    std::fill(c, c + batch * m * n, 0.0f);
+    return;
+  }
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    throw ValueError("matmul: " + format_dims(a.shape) + " x " + format_dims(b.shape) +
+                     ": a matrix dimension exceeds the BLAS's 32-bit int");
+  }
+
+  const Operand oa = describe(a), ob = describe(b);
+  std::unique_ptr<float[]> tmp_a, tmp_b;
+  if (oa.copy) tmp_a.reset(new float[static_cast<std::size_t>(m * k)]);
+  if (ob.copy) tmp_b.reset(new float[static_cast<std::size_t>(k * n)]);
+
+  set_blas_threads(m * n * k < kThreadedMinWork ? 1 : thread_count());
+  for (std::int64_t i = 0; i < batch; ++i) {
+    const float* pa = batch_data(oa, i, tmp_a.get());
+    const float* pb = batch_data(ob, i, tmp_b.get());
+    cblas_sgemm(CblasRowMajor, oa.trans, ob.trans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, pa, static_cast<int>(oa.ld), pb, static_cast<int>(ob.ld),
+                0.0f, c + i * m * n, static_cast<int>(n));
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,589 @@
+// Reductions on the CPU: sum, mean, max, min, argmax, argmin over one dim or all elements.
+//
+// The input may have any strides. Dims are coalesced first, so most inputs become a few dense
+// runs. Two loop shapes cover the layouts that matter:
+//   rows:    each output reduces one sequence (the dim, or all of x) run by run; the
+//            unit-stride case is the fast path (a contiguous last dim, or all of a dense x).
+//            Over all of x, argmax/argmin walk x in row-major order (their indices count in
+//            it); the others walk memory in address order, so a transposed x reads densely.
+//   columns: when the kept innermost dim is dense and the reduced dim is not (x.sum(0) of a
+//            matrix), a tile of adjacent outputs is accumulated one input row at a time, so
+//            every read is contiguous.
+// A long reduction is cut into blocks whose boundaries depend only on the sizes, and the
+// blocks' partial results are combined in order: results never depend on the thread count.
+//
+// Accuracy: f32 sums and means accumulate in double (8 interleaved accumulators on the fast
+// path), so the only error that grows with n is double rounding: a sum of 16M f32 values is
+// correctly rounded to f32 but for about 1e-9 of the sum of magnitudes. Integer sums
+// accumulate in 64 bits and wrap to i32 like NumPy's int32 sum; integer means are exact
+// until the final division. max/min/argmax/argmin follow NumPy: a NaN anywhere makes max/min
+// NaN and argmax/argmin the index of the first NaN; ties give the first index.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/cpu_ops.hpp"
+#include "cpu/parallel.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using detail::ReduceOp;
+using detail::TensorImpl;
+
+// Elements one task should cover so that scheduling costs are noise.
+constexpr std::int64_t kTaskWork = 32768;
+// A row longer than this is split into blocks, so that few long rows still use every thread.
+constexpr std::int64_t kRowBlock = 32768;
+// At most this many (output, block) partial results of the row loop.
+constexpr std::int64_t kMaxRowPartials = 4096;
+// The column loop: its accumulators per tile (half of L1, so that the input rows stream past
+// them), the least dense extent worth it, and its row block.
+constexpr std::size_t kTileBytes = 16384;
+constexpr std::int64_t kMinColumns = 16;
+constexpr std::int64_t kColumnBlock = 512;
+// At most this many (tile, block) partial results of the column loop.
+constexpr std::int64_t kMaxColumnPartials = 256;
+
+// ---- layouts ----
+
+// Dims in row-major order with size-1 dims dropped and mergeable neighbours merged: the same
+// row-major sequence of elements with fewer, longer runs. A single element has rank 0.
+struct Layout {
+  Dims shape, strides;
+  std::int64_t numel = 1;
+};
+
+Layout coalesce(const Dims& shape, const Dims& strides) {
+  Layout l;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    l.numel *= shape[d];
+    if (shape[d] == 1) continue;
+    if (!l.shape.empty() && l.strides.back() == strides[d] * shape[d]) {
+      l.shape.back() *= shape[d];
+      l.strides.back() = strides[d];
+    } else {
+      l.shape.push_back(shape[d]);
+      l.strides.push_back(strides[d]);
+    }
+  }
+  return l;
+}
+
+// The same elements in the order that walks memory forward (dims sorted by decreasing stride,
+// broadcast dims outermost), coalesced: for reductions whose result does not depend on the
+// order, a transposed input then reads as fast as a contiguous one.
+Layout memory_order(const Dims& shape, const Dims& strides) {
+  std::vector<std::size_t> order(shape.size());
+  for (std::size_t d = 0; d < order.size(); ++d) order[d] = d;
+  auto key = [&](std::size_t d) {
+    return strides[d] == 0 ? std::numeric_limits<std::int64_t>::max()
+                           : (strides[d] < 0 ? -strides[d] : strides[d]);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
+  Dims s, st;
+  for (std::size_t d : order) s.push_back(shape[d]), st.push_back(strides[d]);
+  return coalesce(s, st);
+}
+
+// The element offsets of a layout's row-major positions start, start + 1, ...
+class Walker {
+ public:
+  Walker(const Layout& l, std::int64_t start) : l_(l), idx_(l.shape.size()) {
+    for (std::size_t d = l.shape.size(); d-- > 0;) {
+      idx_[d] = start % l.shape[d];
+      start /= l.shape[d];
+      offset_ += idx_[d] * l.strides[d];
+    }
+  }
+  std::int64_t offset() const { return offset_; }
+  void next() {
+    for (std::size_t d = l_.shape.size(); d-- > 0;) {
+      offset_ += l_.strides[d];
+      if (++idx_[d] < l_.shape[d]) return;
+      offset_ -= idx_[d] * l_.strides[d];
+      idx_[d] = 0;
+    }
+  }
+
+ private:
+  const Layout& l_;
+  Dims idx_;
+  std::int64_t offset_ = 0;
+};
+
+// Calls fn(offset, count, stride, position) for the runs along the innermost dim that cover
+// the row-major positions [start, end) of layout l.
+template <class Fn>
+void for_each_run(const Layout& l, std::int64_t start, std::int64_t end, Fn&& fn) {
+  if (l.shape.empty()) {
+    if (start < end) fn(std::int64_t{0}, end - start, std::int64_t{0}, start);
+    return;
+  }
+  const std::int64_t inner = l.shape.back(), stride = l.strides.back();
+  Layout outer{Dims(l.shape.begin(), l.shape.end() - 1),
+               Dims(l.strides.begin(), l.strides.end() - 1)};
+  Walker w(outer, start / inner);
+  std::int64_t pos = start, col = start % inner;
+  while (pos < end) {
+    const std::int64_t count = std::min(inner - col, end - pos);
+    fn(w.offset() + col * stride, count, stride, pos);
+    pos += count;
+    col = 0;
+    w.next();
+  }
+}
+
+// ---- the reductions, one policy each: Acc is the running state ----
+
+template <class T>
+constexpr bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
+// T's contribution to a sum: exact in double for float, two's complement in 64 bits for
+// integers (so that overflow wraps instead of being undefined).
+template <class T>
+using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, std::uint64_t>;
+
+template <class T>
+SumAcc<T> to_sum(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<double>(v);
+  } else {
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(v));
+  }
+}
+
+template <class T>
+struct SumBase {
+  static constexpr bool kOrderFree = true;
+  using In = T;
+  using Acc = SumAcc<T>;
+  static Acc first(T v, std::int64_t) { return to_sum(v); }
+  static void step(Acc& a, T v, std::int64_t) { a += to_sum(v); }
+  static void combine(Acc& a, const Acc& b) { a += b; }
+  static void run(Acc& a, const T* p, std::int64_t n, std::int64_t s, std::int64_t) {
+    if (s != 1) {
+      for (std::int64_t i = 0; i < n; ++i) a += to_sum(p[i * s]);
+      return;
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      // Eight independent accumulators: a fixed order the compiler can vectorize.
+      double lane[8] = {};
+      std::int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        for (int k = 0; k < 8; ++k) lane[k] += static_cast<double>(p[i + k]);
+      }
+      double t =
+          ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      for (; i < n; ++i) t += static_cast<double>(p[i]);
+      a += t;
+    } else {
+      Acc t = 0;
+      for (std::int64_t i = 0; i < n; ++i) t += to_sum(p[i]);
+      a += t;
+    }
+  }
+};
+
+template <class T>
+struct Sum : SumBase<T> {
+  using Out = std::conditional_t<std::is_floating_point_v<T>, float, std::int32_t>;
+  static Out empty() { return Out{}; }
+  static Out finish(const SumAcc<T>& a, std::int64_t) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<float>(a);
+    } else {
+      return static_cast<std::int32_t>(static_cast<std::uint32_t>(a));
+    }
+  }
+};
+
+template <class T>
+struct Mean : SumBase<T> {
+  using Out = float;
+  static Out empty() { return std::numeric_limits<float>::quiet_NaN(); }
+  static Out finish(const SumAcc<T>& a, std::int64_t n) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<float>(a / static_cast<double>(n));
+    } else {
+      return static_cast<float>(static_cast<double>(static_cast<std::int64_t>(a)) /
+                                static_cast<double>(n));
+    }
+  }
+};
+
+// Whether v replaces the running extreme e: strictly better (so the first of equal values
+// stays), or NaN (which then stays, as nothing compares better than NaN).
+template <bool kMax, class T>
+bool better(T v, T e) {
+  // Both operands computed first, so that loops over columns become vector compare-and-blend.
+  const bool nan = is_nan(v);
+  if constexpr (kMax) {
+    const bool greater = v > e;
+    return greater || nan;
+  } else {
+    const bool less = v < e;
+    return less || nan;
+  }
+}
+
+template <class T, bool kMax>
+struct Extreme {
+  static constexpr bool kOrderFree = true;
+  using In = T;
+  using Out = T;
+  struct Acc {
+    T v;
+  };
+  static Acc first(T v, std::int64_t) { return {v}; }
+  static void step(Acc& a, T v, std::int64_t) { a.v = better<kMax>(v, a.v) ? v : a.v; }
+  static void combine(Acc& a, const Acc& b) { step(a, b.v, 0); }
+  static void run(Acc& a, const T* p, std::int64_t n, std::int64_t s, std::int64_t) {
+    if (s != 1) {
+      for (std::int64_t i = 0; i < n; ++i) step(a, p[i * s], 0);
+      return;
+    }
+    // Eight lanes of plain compare-selects (vector max/min) and a separate NaN flag, instead
+    // of one loop-carried branch per element.
+    T lane[8];
+    bool nan[8] = {};
+    std::fill(lane, lane + 8, a.v);
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      for (int k = 0; k < 8; ++k) {
+        const T v = p[i + k];
+        nan[k] |= is_nan(v);
+        if constexpr (kMax) {
+          lane[k] = v > lane[k] ? v : lane[k];
+        } else {
+          lane[k] = v < lane[k] ? v : lane[k];
+        }
+      }
+    }
+    for (int k = 0; k < 8; ++k) {
+      if (nan[k]) a.v = std::numeric_limits<T>::quiet_NaN();
+      step(a, lane[k], 0);
+    }
+    for (; i < n; ++i) step(a, p[i], 0);
+  }
+  static Out empty() { return Out{}; }  // never used: empty max/min is an error
+  static Out finish(const Acc& a, std::int64_t) { return a.v; }
+};
+
+template <class T, bool kMax>
+struct Arg {
+  static constexpr bool kOrderFree = false;  // indices count in x's row-major order
+  using In = T;
+  using Out = std::int32_t;
+  struct Acc {
+    T v;
+    std::int64_t i;
+  };
+  static Acc first(T v, std::int64_t j) { return {v, j}; }
+  static void step(Acc& a, T v, std::int64_t j) {
+    // Both operands computed first: a select, not a branch, in column loops.
+    const bool open = !is_nan(a.v), wins = better<kMax>(v, a.v);
+    const bool take = open && wins;
+    a.v = take ? v : a.v;
+    a.i = take ? j : a.i;
+  }
+  // b comes from later positions than a, so a keeps ties.
+  static void combine(Acc& a, const Acc& b) { step(a, b.v, b.i); }
+  static void run(Acc& a, const T* p, std::int64_t n, std::int64_t s, std::int64_t j0) {
+    if (is_nan(a.v)) return;  // the first NaN is final
+    if (s == 1) {
+      // Chunks: the extreme of each with the vector loop; only a chunk that beats the running
+      // extreme (or holds a NaN) is scanned again for the first index of its extreme.
+      constexpr std::int64_t kChunk = 1024;
+      using E = Extreme<T, kMax>;
+      for (std::int64_t c = 0; c < n; c += kChunk) {
+        const std::int64_t len = std::min(kChunk, n - c);
+        typename E::Acc e = E::first(p[c], 0);
+        E::run(e, p + c + 1, len - 1, 1, 0);
+        if (!better<kMax>(e.v, a.v)) continue;
+        std::int64_t k = 0;
+        if (is_nan(e.v)) {
+          while (!is_nan(p[c + k])) ++k;
+          a = {e.v, j0 + c + k};
+          return;
+        }
+        while (p[c + k] != e.v) ++k;
+        a = {e.v, j0 + c + k};
+      }
+      return;
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T v = p[i * s];
+      if (better<kMax>(v, a.v)) {
+        a = {v, j0 + i};
+        if (is_nan(v)) return;
+      }
+    }
+  }
+  static Out empty() { return 0; }  // never used: empty arg* is an error
+  static Out finish(const Acc& a, std::int64_t) { return static_cast<std::int32_t>(a.i); }
+};
+
+// ---- the two loops ----
+
+template <class P>
+struct Reduction {
+  using T = typename P::In;
+  using Acc = typename P::Acc;
+  using Out = typename P::Out;
+
+  const T* x;
+  Layout kept;  // the outputs, in out's (row-major) order
+  Layout red;   // the reduced sequence of one output
+  Out* out;
+
+  // The reduction of positions [begin, end) (non-empty) of the sequence at base.
+  static Acc reduce_range(const T* base, const Layout& red, std::int64_t begin, std::int64_t end) {
+    if (red.shape.size() <= 1) {
+      // One run (every dim reduction): skip the run walker, which costs more than a short row.
+      const std::int64_t stride = red.strides.empty() ? 0 : red.strides[0];
+      const T* p = base + begin * stride;
+      Acc a = P::first(*p, begin);
+      P::run(a, p + stride, end - begin - 1, stride, begin + 1);
+      return a;
+    }
+    Acc a{};
+    bool started = false;
+    for_each_run(red, begin, end,
+                 [&](std::int64_t off, std::int64_t count, std::int64_t stride, std::int64_t pos) {
+                   const T* p = base + off;
+                   if (!started) {
+                     a = P::first(*p, pos);
+                     started = true;
+                     p += stride, --count, ++pos;
+                   }
+                   P::run(a, p, count, stride, pos);
+                 });
+    return a;
+  }
+
+  void rows() const {
+    const std::int64_t m = kept.numel, len = red.numel;
+    std::int64_t blocks = 1;
+    if (len > kRowBlock) {
+      blocks = std::min((len + kRowBlock - 1) / kRowBlock,
+                        std::max<std::int64_t>(1, kMaxRowPartials / m));
+    }
+    if (blocks == 1) {
+      parallel_for(m, std::max<std::int64_t>(1, kTaskWork / len),
+                   [&](std::int64_t o0, std::int64_t o1) {
+                     Walker w(kept, o0);
+                     for (std::int64_t o = o0; o < o1; ++o, w.next()) {
+                       out[o] = P::finish(reduce_range(x + w.offset(), red, 0, len), len);
+                     }
+                   });
+      return;
+    }
+    const std::int64_t block_len = (len + blocks - 1) / blocks;
+    std::vector<Acc> partial(static_cast<std::size_t>(m * blocks));
+    parallel_for(m * blocks, 1, [&](std::int64_t t0, std::int64_t t1) {
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const std::int64_t o = t / blocks, b = t % blocks;
+        const std::int64_t begin = b * block_len, end = std::min(len, begin + block_len);
+        if (begin < end) partial[t] = reduce_range(x + Walker(kept, o).offset(), red, begin, end);
+      }
+    });
+    parallel_for(m, std::max<std::int64_t>(1, kTaskWork / blocks),
+                 [&](std::int64_t o0, std::int64_t o1) {
+                   for (std::int64_t o = o0; o < o1; ++o) {
+                     Acc a = partial[o * blocks];
+                     for (std::int64_t b = 1; b < blocks && b * block_len < len; ++b)
+                       P::combine(a, partial[o * blocks + b]);
+                     out[o] = P::finish(a, len);
+                   }
+                 });
+  }
+
+  static constexpr std::int64_t kTile = static_cast<std::int64_t>(kTileBytes / sizeof(Acc));
+
+  // kept's last dim is dense (stride 1) and red is one dim of stride `step`.
+  void columns() const {
+    const std::int64_t width = kept.shape.back(), len = red.numel;
+    const std::int64_t step = red.strides.empty() ? 0 : red.strides[0];
+    const Layout outer{Dims(kept.shape.begin(), kept.shape.end() - 1),
+                       Dims(kept.strides.begin(), kept.strides.end() - 1), kept.numel / width};
+    const std::int64_t tiles = (width + kTile - 1) / kTile, groups = outer.numel * tiles;
+    std::int64_t blocks = 1;
+    if (len > kColumnBlock) {
+      blocks = std::min((len + kColumnBlock - 1) / kColumnBlock,
+                        std::max<std::int64_t>(1, kMaxColumnPartials / groups));
+    }
+    const std::int64_t block_len = (len + blocks - 1) / blocks;
+    // Partial results of one (tile, block) task, `tile` apart: a narrow matrix needs no more.
+    const std::int64_t tile = std::min(width, kTile);
+    std::vector<Acc> partial(blocks > 1 ? static_cast<std::size_t>(groups * blocks * tile) : 0);
+    const std::int64_t work = std::min(len, block_len) * tile;
+    parallel_for(groups * blocks, std::max<std::int64_t>(1, kTaskWork / work),
+                 [&](std::int64_t t0, std::int64_t t1) {
+                   Acc acc[kTile];
+                   for (std::int64_t t = t0; t < t1; ++t) {
+                     const std::int64_t g = t / blocks, b = t % blocks;
+                     const std::int64_t row = g / tiles, col0 = (g % tiles) * kTile;
+                     const std::int64_t cols = std::min(kTile, width - col0);
+                     const std::int64_t begin = b * block_len,
+                                        end = std::min(len, begin + block_len);
+                     if (begin >= end) continue;
+                     const T* base = x + Walker(outer, row).offset() + col0;
+                     const T* first = base + begin * step;
+                     for (std::int64_t j = 0; j < cols; ++j) acc[j] = P::first(first[j], begin);
+                     for (std::int64_t l = begin + 1; l < end; ++l) {
+                       const T* r = base + l * step;
+                       for (std::int64_t j = 0; j < cols; ++j) P::step(acc[j], r[j], l);
+                     }
+                     if (blocks == 1) {
+                       Out* o = out + row * width + col0;
+                       for (std::int64_t j = 0; j < cols; ++j) o[j] = P::finish(acc[j], len);
+                     } else {
+                       std::copy(acc, acc + cols, partial.begin() + t * tile);
+                     }
+                   }
+                 });
+    if (blocks == 1) return;
+    parallel_for(groups, 1, [&](std::int64_t g0, std::int64_t g1) {
+      for (std::int64_t g = g0; g < g1; ++g) {
+        const std::int64_t row = g / tiles, col0 = (g % tiles) * kTile;
+        const std::int64_t cols = std::min(kTile, width - col0);
+        Out* o = out + row * width + col0;
+        for (std::int64_t j = 0; j < cols; ++j) {
+          Acc a = partial[(g * blocks) * tile + j];
+          for (std::int64_t b = 1; b < blocks && b * block_len < len; ++b) {
+            P::combine(a, partial[(g * blocks + b) * tile + j]);
+          }
+          o[j] = P::finish(a, len);
+        }
+      }
+    });
+  }
+};
+
+template <class P>
+void run_reduction(const TensorImpl& x, int dim, const TensorImpl& out) {
+  using Out = typename P::Out;
+  Reduction<P> r{
+      static_cast<const typename P::In*>(x.data()), {}, {}, static_cast<Out*>(out.data())};
+  bool column_loop = false;
+  if (dim < 0) {
+    r.kept = Layout{};
+    if constexpr (P::kOrderFree) {
+      r.red = memory_order(x.shape, x.strides);
+    } else {
+      r.red = coalesce(x.shape, x.strides);
+    }
+  } else {
+    Dims shape = x.shape, strides = x.strides;
+    shape.erase(shape.begin() + dim);
+    strides.erase(strides.begin() + dim);
+    r.kept = coalesce(shape, strides);
+    r.red = coalesce({x.shape[dim]}, {x.strides[dim]});
+    column_loop = !r.kept.shape.empty() && r.kept.strides.back() == 1 &&
+                  r.kept.shape.back() >= kMinColumns && !r.red.shape.empty() &&
+                  r.red.strides[0] != 1;
+  }
+  if (r.kept.numel == 0) return;
+  if (r.red.numel == 0) {
+    std::fill(r.out, r.out + r.kept.numel, P::empty());
+    return;
+  }
+  if (column_loop) {
+    r.columns();
+  } else {
+    r.rows();
+  }
+}
+
+// The policy for op over elements of type T, run.
+template <class T>
+void dispatch(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
+  switch (op) {
+    case ReduceOp::sum:
+      return run_reduction<Sum<T>>(x, dim, out);
+    case ReduceOp::mean:
+      return run_reduction<Mean<T>>(x, dim, out);
+    case ReduceOp::max:
+      return run_reduction<Extreme<T, true>>(x, dim, out);
+    case ReduceOp::min:
+      return run_reduction<Extreme<T, false>>(x, dim, out);
+    case ReduceOp::argmax:
+      return run_reduction<Arg<T, true>>(x, dim, out);
+    case ReduceOp::argmin:
+      return run_reduction<Arg<T, false>>(x, dim, out);
+  }
+}
+
+// What op over `in` writes (the front end's table in src/core/ops_reduce.cpp).
+DType result_dtype(ReduceOp op, DType in) {
+  switch (op) {
+    case ReduceOp::sum:
+      return in == DType::f32 ? DType::f32 : DType::i32;
+    case ReduceOp::mean:
+      return DType::f32;
+    case ReduceOp::max:
+    case ReduceOp::min:
+      return in;
+    case ReduceOp::argmax:
+    case ReduceOp::argmin:
+      return DType::i32;
+  }
+  return in;
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
+  const std::string name = detail::reduce_name(op);
+  const std::string where = "x " + format_dims(x.shape) +
+                            (dim >= 0 ? ", dim " + std::to_string(dim) : std::string(", all"));
+  if (dim >= x.rank()) throw IndexError(name + ": no dim " + std::to_string(dim) + " in " + where);
+  Dims want = x.shape;
+  if (dim >= 0) {
+    want[dim] = 1;
+  } else {
+    want.assign(want.size(), 1);
+  }
+  if (out.shape != want || !out.is_contiguous()) {
+    throw ShapeError(name + ": output " + format_dims(out.shape) + " for " + where +
+                     " (expected a contiguous " + format_dims(want) + ")");
+  }
+  const DType result = result_dtype(op, x.dtype);
+  if (out.dtype != result) {
+    throw DTypeError(name + " of " + dtype_name(x.dtype) + " writes " + dtype_name(result) +
+                     ", but the output is " + dtype_name(out.dtype));
+  }
+  const std::int64_t len = dim >= 0 ? x.shape[dim] : x.numel();
+  const bool has_identity = op == ReduceOp::sum || op == ReduceOp::mean;
+  if (!has_identity && len == 0 && out.numel() > 0) {
+    throw ValueError(name + ": empty reduction has no identity (" + where + ")");
+  }
+  if ((op == ReduceOp::argmax || op == ReduceOp::argmin) &&
+      len - 1 > std::numeric_limits<std::int32_t>::max()) {
+    throw ValueError(name + ": indices up to " + std::to_string(len - 1) + " do not fit in i32 (" +
+                     where + ")");
+  }
+  switch (x.dtype) {
+    case DType::f32:
+      return dispatch<float>(op, x, dim, out);
+    case DType::i32:
+      return dispatch<std::int32_t>(op, x, dim, out);
+    case DType::boolean:
+      return dispatch<bool>(op, x, dim, out);
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,776 @@
+// The SIMD kernel table: Highway vectors, compiled for every x86/Arm target Highway can attain
+// and dispatched at run time to the best one this CPU supports.
+//
+// Each op is a small functor from vectors to a vector; Map() runs it over a block, full vectors
+// first and then one padded vector for the tail. Where a Highway math routine is accurate only
+// on part of the float range, the functor checks the whole vector with one compare and AllTrue
+// and, in the rare vector that holds an argument outside that range (or a NaN/inf), computes
+// all its lanes with the scalar functions of kernel_math.hpp instead. docs/accuracy.md lists
+// the ranges and the error bounds they buy.
+//
+// Foreach_target re-includes this file once per target, so everything outside HWY_ONCE is
+// compiled several times into namespaces N_AVX2, N_SSE4, ...
+#if KILN_WITH_SIMD
+
+#include <algorithm>
+#include <cctype>
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/simd_kernels.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target must come first.
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+#include "cpu/kernel_math.hpp"
+#include "cpu/kernels.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using i32 = std::int32_t;
+using DF = hn::ScalableTag<float>;
+using DI = hn::ScalableTag<i32>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+
+// Room for one vector of 32-bit lanes on this target.
+constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+
+// Double precision is available on every x86 and AArch64 target; not on Armv7 or HWY_SCALAR,
+// where the ops that compute in double use the scalar functions instead.
+#undef KILN_SIMD_F64
+#if HWY_HAVE_FLOAT64 && HWY_TARGET != HWY_SCALAR
+#define KILN_SIMD_F64 1
+#else
+#define KILN_SIMD_F64 0
+#endif
+
+// ------------------------------------------------------------------------------------------
+// Operands and the block loop
+
+// An operand of n contiguous lanes.
+template <class T>
+struct Stream {
+  const T* p;
+  HWY_INLINE hn::Vec<hn::ScalableTag<T>> Load(std::size_t i) const {
+    return hn::LoadU(hn::ScalableTag<T>(), p + i);
+  }
+  // The last, partial vector: its rem valid lanes, padded with copies of the last one, so that
+  // the padding reads no memory past the block and never sends the vector to a slow path.
+  HWY_INLINE hn::Vec<hn::ScalableTag<T>> LoadTail(std::size_t i, std::size_t rem) const {
+    HWY_ALIGN T buf[kMaxLanes];
+    for (std::size_t j = 0; j < kMaxLanes; ++j) buf[j] = p[i + std::min(j, rem - 1)];
+    return hn::Load(hn::ScalableTag<T>(), buf);
+  }
+};
+
+// An operand that is one value repeated.
+template <class T>
+struct Splat {
+  T v;
+  HWY_INLINE hn::Vec<hn::ScalableTag<T>> Load(std::size_t) const {
+    return hn::Set(hn::ScalableTag<T>(), v);
+  }
+  HWY_INLINE hn::Vec<hn::ScalableTag<T>> LoadTail(std::size_t, std::size_t) const {
+    return hn::Set(hn::ScalableTag<T>(), v);
+  }
+};
+
+// out[i] = f(src[i]...) for i < n. out may be the same array as a source: each vector is
+// loaded before the one store to its own position.
+template <class TO, class F, class... S>
+HWY_INLINE void Map(TO* out, std::size_t n, const F& f, const S&... src) {
+  const hn::ScalableTag<TO> d;
+  const std::size_t N = hn::Lanes(d);
+  std::size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(src.Load(i)...), d, out + i);
+  if (i < n) {
+    HWY_ALIGN TO buf[kMaxLanes];
+    hn::Store(f(src.LoadTail(i, n - i)...), d, buf);
+    std::memcpy(out + i, buf, (n - i) * sizeof(TO));
+  }
+}
+
+// Every operand is a splat: compute one vector and repeat its (equal) lanes.
+template <class TO, class V>
+HWY_INLINE void Fill(TO* out, std::size_t n, V v) {
+  std::fill_n(out, n, hn::GetLane(v));
+}
+
+template <class TO, class TA, class F>
+HWY_INLINE void Unary(const F& f, Lanes a, void* out, std::size_t n) {
+  TO* o = static_cast<TO*>(out);
+  const TA* pa = static_cast<const TA*>(a.p);
+  if (a.splat) return Fill(o, n, f(Splat<TA>{*pa}.Load(0)));
+  Map(o, n, f, Stream<TA>{pa});
+}
+
+template <class TO, class T, class F>
+HWY_INLINE void Binary(const F& f, Lanes a, Lanes b, void* out, std::size_t n) {
+  TO* o = static_cast<TO*>(out);
+  const T* pa = static_cast<const T*>(a.p);
+  const T* pb = static_cast<const T*>(b.p);
+  if (a.splat && b.splat) return Fill(o, n, f(Splat<T>{*pa}.Load(0), Splat<T>{*pb}.Load(0)));
+  if (a.splat) return Map(o, n, f, Splat<T>{*pa}, Stream<T>{pb});
+  if (b.splat) return Map(o, n, f, Stream<T>{pa}, Splat<T>{*pb});
+  Map(o, n, f, Stream<T>{pa}, Stream<T>{pb});
+}
+
+// ------------------------------------------------------------------------------------------
+// Slow paths and double precision
+
+// Applies a scalar function to each lane: the path for vectors with out-of-range arguments.
+// Not inlined, so that it stays out of the hot loops.
+template <class F>
+HWY_NOINLINE VF PerLane(VF x, F f) {
+  const DF d;
+  HWY_ALIGN float bx[kMaxLanes];
+  hn::Store(x, d, bx);
+  for (std::size_t i = 0; i < hn::Lanes(d); ++i) bx[i] = f(bx[i]);
+  return hn::Load(d, bx);
+}
+
+template <class F>
+HWY_NOINLINE VF PerLane2(VF x, VF y, F f) {
+  const DF d;
+  HWY_ALIGN float bx[kMaxLanes];
+  HWY_ALIGN float by[kMaxLanes];
+  hn::Store(x, d, bx);
+  hn::Store(y, d, by);
+  for (std::size_t i = 0; i < hn::Lanes(d); ++i) bx[i] = f(bx[i], by[i]);
+  return hn::Load(d, bx);
+}
+
+#if KILN_SIMD_F64
+// Rounds double lanes to float as IEEE conversion does: beyond FLT_MAX plus half an ULP, to
+// +-inf. Highway's EMU128 DemoteTo saturates at FLT_MAX instead, so that target converts here.
+template <class DH, class VD>
+HWY_INLINE hn::Vec<DH> DemoteToF32(DH dh, VD v) {
+#if HWY_TARGET == HWY_EMU128
+  const hn::DFromV<VD> dd;
+  constexpr double kOverflow = 3.4028235677973366e38;  // 2^128 - 2^103
+  HWY_ALIGN double in[kMaxLanes];
+  HWY_ALIGN float out[kMaxLanes];
+  hn::Store(v, dd, in);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < hn::Lanes(dd); ++i) {
+    const double x = in[i];
+    out[i] = std::fabs(x) >= kOverflow ? (x > 0 ? kInf : -kInf) : static_cast<float>(x);
+  }
+  return hn::Load(dh, out);
+#else
+  return hn::DemoteTo(dh, v);
+#endif
+}
+
+// Evaluates f(dd, x...) on the lanes converted to double, in two halves, and rounds the result
+// to float once. Ops whose float routines would lose accuracy (tan near its poles, pow through
+// exp(y log x), gelu) compute this way: their double error is far below half a float ULP.
+template <class F, class... V>
+HWY_INLINE VF ViaF64(const F& f, V... x) {
+  const DF df;
+  const hn::Half<DF> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const auto lo = f(dd, hn::PromoteTo(dd, hn::LowerHalf(dh, x))...);
+  const auto hi = f(dd, hn::PromoteTo(dd, hn::UpperHalf(dh, x))...);
+  return hn::Combine(df, DemoteToF32(dh, hi), DemoteToF32(dh, lo));
+}
+#endif
+
+// ------------------------------------------------------------------------------------------
+// Unary ops
+
+struct NegOp {
+  template <class V>
+  HWY_INLINE V operator()(V x) const {
+    return hn::Neg(x);  // f32: flips the sign bit; i32: 0 - x, wrapping
+  }
+};
+
+struct AbsOp {
+  template <class V>
+  HWY_INLINE V operator()(V x) const {
+    return hn::Abs(x);  // f32: clears the sign bit; i32: abs(INT_MIN) == INT_MIN
+  }
+};
+
+struct ReluF {
+  // x <= 0 is false for NaN, which therefore passes through; -0 becomes +0.
+  HWY_INLINE VF operator()(VF x) const { return hn::IfThenZeroElse(hn::Le(x, hn::Zero(DF())), x); }
+};
+
+struct ReluI {
+  HWY_INLINE VI operator()(VI x) const { return hn::Max(x, hn::Zero(DI())); }
+};
+
+// Highway's Sin/Cos reduce the argument with pi split into four floats, which is exact enough
+// only for |x| <= 39000 (math-inl.h).
+constexpr float kTrigMax = 39000.0f;
+
+// Below this magnitude sin(x) and tan(x) round to x itself. Returning x there also keeps the
+// sign of -0, which the polynomial would lose.
+constexpr float kTrigTiny = 0x1p-12f;
+
+struct SinF {
+  HWY_INLINE VF operator()(VF x) const {
+    const DF d;
+    const VF ax = hn::Abs(x);
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Le(ax, hn::Set(d, kTrigMax))))) {
+      return hn::IfThenElse(hn::Lt(ax, hn::Set(d, kTrigTiny)), x, hn::Sin(d, x));
+    }
+    return PerLane(x, math::sin);
+  }
+};
+
+struct CosF {
+  HWY_INLINE VF operator()(VF x) const {
+    const DF d;
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Le(hn::Abs(x), hn::Set(d, kTrigMax))))) {
+      return hn::Cos(d, x);
+    }
+    return PerLane(x, math::cos);
+  }
+};
+
+#if KILN_SIMD_F64
+// Highway has no Tan; sin/cos in double keep their relative accuracy even next to the poles,
+// where a float cos would have few correct bits.
+struct TanF64 {
+  template <class DD, class VD>
+  HWY_INLINE VD operator()(DD dd, VD x) const {
+    return hn::Div(hn::Sin(dd, x), hn::Cos(dd, x));
+  }
+};
+#endif
+
+struct TanF {
+  HWY_INLINE VF operator()(VF x) const {
+#if KILN_SIMD_F64
+    const DF d;
+    const VF ax = hn::Abs(x);
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Le(ax, hn::Set(d, kTrigMax))))) {
+      return hn::IfThenElse(hn::Lt(ax, hn::Set(d, kTrigTiny)), x, ViaF64(TanF64{}, x));
+    }
+#endif
+    return PerLane(x, math::tan);
+  }
+};
+
+// Highway's Exp returns 0 below -104 (where exp(x) rounds to 0 anyway, -inf included) and is
+// accurate above, subnormal results included; overflow (x > 88.72) and NaN take the scalar path.
+constexpr float kExpFastMax = 88.0f;
+
+struct ExpF {
+  HWY_INLINE VF operator()(VF x) const {
+    const DF d;
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Le(x, hn::Set(d, kExpFastMax))))) return hn::Exp(d, x);
+    return PerLane(x, math::exp);
+  }
+};
+
+// Highway's Log is valid on (0, FLT_MAX]; 0, negatives, inf and NaN take the scalar path.
+struct LogF {
+  HWY_INLINE VF operator()(VF x) const {
+    const DF d;
+    const auto ok = hn::And(hn::Gt(x, hn::Zero(d)), hn::Le(x, hn::Set(d, FLT_MAX)));
+    if (HWY_LIKELY(hn::AllTrue(d, ok))) return hn::Log(d, x);
+    return PerLane(x, math::log);
+  }
+};
+
+struct SqrtF {
+  HWY_INLINE VF operator()(VF x) const { return hn::Sqrt(x); }
+};
+
+// Correctly rounded sqrt, then a correctly rounded division: at most one ULP off the exact
+// reciprocal square root (Highway's ApproximateReciprocalSqrt has only about 12 bits).
+struct RsqrtF {
+  HWY_INLINE VF operator()(VF x) const { return hn::Div(hn::Set(DF(), 1.0f), hn::Sqrt(x)); }
+};
+
+// Highway's Tanh is valid everywhere (tanh(+-inf) = +-1) except for NaN, which is replaced by
+// 0 on the way in (its integer conversion is undefined for NaN on some targets) and put back.
+struct TanhF {
+  HWY_INLINE VF operator()(VF x) const {
+    const DF d;
+    const auto nan = hn::IsNaN(x);
+    return hn::IfThenElse(nan, x, hn::Tanh(d, hn::IfThenZeroElse(nan, x)));
+  }
+};
+
+// sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, with e = exp(-|x|) in (0, 1],
+// so nothing overflows and for x < 0 the result keeps its relative accuracy (it is about
+// exp(x)). Above |x| = 87, e would be subnormal; those vectors and NaN take the scalar path.
+constexpr float kSigmoidFastMax = 87.0f;
+
+struct SigmoidF {
+  HWY_INLINE VF operator()(VF x) const {
+    const DF d;
+    const VF ax = hn::Abs(x);
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Le(ax, hn::Set(d, kSigmoidFastMax))))) {
+      const VF e = hn::Exp(d, hn::Neg(ax));
+      const VF r = hn::Div(hn::Set(d, 1.0f), hn::Add(hn::Set(d, 1.0f), e));
+      return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r);
+    }
+    return PerLane(x, math::sigmoid);
+  }
+};
+
+#if KILN_SIMD_F64
+// gelu(x) = x * Phi(x). With a = |x| and the upper tail Q(a) = 0.5 * erfc(a / sqrt(2)),
+// Phi(x) = Q(a) for x < 0 and 1 - Q(a) for x >= 0 (no cancellation: Q <= 0.5). Q is computed
+// as exp(-a^2/2) * t * P(s) with t = 5 / (5 + a) and s = (8 t - 5) / 3, which maps a in [0, 15]
+// onto s in [-1, 1]; P is a degree-11 Chebyshev fit of Q(a) exp(a^2/2) / t in s, made for kiln
+// with mpmath, relative error below 1e-10 on [0, 15]. In double, a^2 is exact and exp is within
+// a double ULP, so Q keeps that relative accuracy, and gelu rounds to float once. Above a = 15,
+// Q < 4e-51 is taken as 0.
+struct GeluF64 {
+  // c0 + c1 s
+  template <class VD>
+  static HWY_INLINE VD Pair(VD s, double c0, double c1) {
+    const hn::DFromV<VD> dd;
+    return hn::MulAdd(hn::Set(dd, c1), s, hn::Set(dd, c0));
+  }
+
+  template <class DD, class VD>
+  HWY_INLINE VD operator()(DD dd, VD x) const {
+    const VD a = hn::Abs(x);
+    const VD amax = hn::Set(dd, 15.0);
+    // Lanes beyond 15 (inf and NaN included) are zeroed below; 15 keeps exp and P in range.
+    const VD ac = hn::IfThenElse(hn::Le(a, amax), a, amax);
+    const VD t = hn::Div(hn::Set(dd, 5.0), hn::Add(hn::Set(dd, 5.0), ac));
+    const VD s = hn::MulAdd(t, hn::Set(dd, 8.0 / 3.0), hn::Set(dd, -5.0 / 3.0));
+    // Estrin's scheme: pairs, then quadruples, in a shorter dependency chain than Horner's.
+    const VD s2 = hn::Mul(s, s);
+    const VD s4 = hn::Mul(s2, s2);
+    const VD q0 = hn::MulAdd(Pair(s, 0.09049624466591442, 0.04460106901328225), s2,
+                             Pair(s, 0.19442231738779672, 0.1475419529655275));
+    const VD q1 = hn::MulAdd(Pair(s, 0.0008506331910714522, 3.549361487960056e-06), s2,
+                             Pair(s, 0.017229215721374112, 0.004901087514712088));
+    const VD q2 = hn::MulAdd(Pair(s, 1.2224670950019642e-06, 4.6812988634653924e-07), s2,
+                             Pair(s, -4.0655416682811434e-05, -7.104968413408582e-06));
+    const VD p = hn::MulAdd(hn::MulAdd(q2, s4, q1), s4, q0);
+    const VD g = hn::Exp(dd, hn::Mul(hn::Mul(ac, ac), hn::Set(dd, -0.5)));
+    const VD q = hn::IfThenZeroElse(hn::Gt(a, amax), hn::Mul(hn::Mul(g, t), p));
+    const VD phi = hn::IfThenElse(hn::Lt(x, hn::Zero(dd)), q, hn::Sub(hn::Set(dd, 1.0), q));
+    return hn::Mul(x, phi);
+  }
+};
+#endif
+
+struct GeluF {
+  HWY_INLINE VF operator()(VF x) const {
+#if KILN_SIMD_F64
+    const DF d;
+    // Below -15 the result is -0; setting it here also gives the limit -0 at -inf.
+    return hn::IfThenElse(hn::Lt(x, hn::Set(d, math::kGeluZeroBelow)), hn::Set(d, -0.0f),
+                          ViaF64(GeluF64{}, x));
+#else
+    return PerLane(x, math::gelu);
+#endif
+  }
+};
+
+// ------------------------------------------------------------------------------------------
+// Casts
+
+// Truncates toward zero; saturates at the int32 limits; NaN becomes 0. The argument is made
+// finite and clamped before the conversion, which is undefined outside int32 on some targets.
+struct F32ToI32 {
+  HWY_INLINE VI operator()(VF x) const {
+    const DF df;
+    const DI di;
+    const VF x0 = hn::IfThenZeroElse(hn::IsNaN(x), x);
+    const VF lo = hn::Set(df, -2147483648.0f);
+    const VF hi = hn::Set(df, 2147483520.0f);  // the largest float below 2^31
+    const VI r = hn::ConvertTo(di, hn::Min(hn::Max(x0, lo), hi));
+    const auto big = hn::RebindMask(di, hn::Ge(x0, hn::Set(df, 2147483648.0f)));
+    return hn::IfThenElse(big, hn::Set(di, std::numeric_limits<i32>::max()), r);
+  }
+};
+
+struct I32ToF32 {
+  HWY_INLINE VF operator()(VI x) const { return hn::ConvertTo(DF(), x); }
+};
+
+// x != 0 as 0/1. Not(Eq) rather than Highway's Ne, which is false for NaN on x86 (NEQ_OQ).
+struct F32ToBool {
+  HWY_INLINE VI operator()(VF x) const {
+    const DI di;
+    const auto nonzero = hn::Not(hn::RebindMask(di, hn::Eq(x, hn::Zero(DF()))));
+    return hn::IfThenElseZero(nonzero, hn::Set(di, 1));
+  }
+};
+
+struct I32ToBool {
+  HWY_INLINE VI operator()(VI x) const {
+    const DI di;
+    return hn::IfThenZeroElse(hn::Eq(x, hn::Zero(di)), hn::Set(di, 1));
+  }
+};
+
+struct BoolToF32 {
+  HWY_INLINE VF operator()(VI x) const {
+    const DF df;
+    return hn::IfThenZeroElse(hn::RebindMask(df, hn::Eq(x, hn::Zero(DI()))), hn::Set(df, 1.0f));
+  }
+};
+
+void Copy(Lanes a, void* out, std::size_t n) {
+  if (a.splat) {
+    std::fill_n(static_cast<i32*>(out), n, *static_cast<const i32*>(a.p));
+  } else {
+    std::memmove(out, a.p, n * sizeof(i32));  // out may be a.p itself
+  }
+}
+
+void Cast(DType in, DType out_t, Lanes a, void* out, std::size_t n) {
+  // Bool lanes are already the int32 values 0 and 1.
+  if (in == out_t || (in == DType::boolean && out_t == DType::i32)) return Copy(a, out, n);
+  switch (in) {
+    case DType::f32:
+      if (out_t == DType::i32) return Unary<i32, float>(F32ToI32{}, a, out, n);
+      return Unary<i32, float>(F32ToBool{}, a, out, n);
+    case DType::i32:
+      if (out_t == DType::f32) return Unary<float, i32>(I32ToF32{}, a, out, n);
+      return Unary<i32, i32>(I32ToBool{}, a, out, n);
+    case DType::boolean:
+      return Unary<float, i32>(BoolToF32{}, a, out, n);
+  }
+}
+
+// check_unary (called before dispatch) has accepted (op, in, out_t).
+void UnaryImpl(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t n) {
+  using ir::Op;
+  if (op == Op::cast) return Cast(in, out_t, a, out, n);
+  if (in == DType::i32) {
+    switch (op) {
+      case Op::neg:
+        return Unary<i32, i32>(NegOp{}, a, out, n);
+      case Op::abs:
+        return Unary<i32, i32>(AbsOp{}, a, out, n);
+      default:
+        return Unary<i32, i32>(ReluI{}, a, out, n);
+    }
+  }
+  switch (op) {
+    case Op::neg:
+      return Unary<float, float>(NegOp{}, a, out, n);
+    case Op::abs:
+      return Unary<float, float>(AbsOp{}, a, out, n);
+    case Op::relu:
+      return Unary<float, float>(ReluF{}, a, out, n);
+    case Op::sin:
+      return Unary<float, float>(SinF{}, a, out, n);
+    case Op::cos:
+      return Unary<float, float>(CosF{}, a, out, n);
+    case Op::tan:
+      return Unary<float, float>(TanF{}, a, out, n);
+    case Op::exp:
+      return Unary<float, float>(ExpF{}, a, out, n);
+    case Op::log:
+      return Unary<float, float>(LogF{}, a, out, n);
+    case Op::sqrt:
+      return Unary<float, float>(SqrtF{}, a, out, n);
+    case Op::rsqrt:
+      return Unary<float, float>(RsqrtF{}, a, out, n);
+    case Op::tanh:
+      return Unary<float, float>(TanhF{}, a, out, n);
+    case Op::sigmoid:
+      return Unary<float, float>(SigmoidF{}, a, out, n);
+    default:
+      return Unary<float, float>(GeluF{}, a, out, n);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Binary ops
+
+struct AddOp {
+  template <class V>
+  HWY_INLINE V operator()(V a, V b) const {
+    return hn::Add(a, b);  // i32 wraps
+  }
+};
+struct SubOp {
+  template <class V>
+  HWY_INLINE V operator()(V a, V b) const {
+    return hn::Sub(a, b);
+  }
+};
+struct MulOp {
+  template <class V>
+  HWY_INLINE V operator()(V a, V b) const {
+    return hn::Mul(a, b);
+  }
+};
+struct DivF {
+  HWY_INLINE VF operator()(VF a, VF b) const { return hn::Div(a, b); }
+};
+struct MinI {
+  HWY_INLINE VI operator()(VI a, VI b) const { return hn::Min(a, b); }
+};
+struct MaxI {
+  HWY_INLINE VI operator()(VI a, VI b) const { return hn::Max(a, b); }
+};
+
+// Highway's Min/Max return one operand when the other is NaN and either zero when both are.
+// Equal operands are combined bitwise instead (only +0 and -0 are equal with different bits):
+// OR keeps a sign bit, giving -0 for the minimum; AND drops it, giving +0 for the maximum.
+struct MinimumF {
+  HWY_INLINE VF operator()(VF a, VF b) const {
+    const VF m = hn::IfThenElse(hn::Eq(a, b), hn::Or(a, b), hn::Min(a, b));
+    return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), m);
+  }
+};
+struct MaximumF {
+  HWY_INLINE VF operator()(VF a, VF b) const {
+    const VF m = hn::IfThenElse(hn::Eq(a, b), hn::And(a, b), hn::Max(a, b));
+    return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), m);
+  }
+};
+
+#if KILN_SIMD_F64
+// x^y = exp(y log x) in double for finite x > 0 and finite y. The product is clamped to
+// [-1000, 700], where Exp is valid and still gives 0 and float overflow where it should.
+struct PowF64 {
+  template <class DD, class VD>
+  HWY_INLINE VD operator()(DD dd, VD x, VD y) const {
+    const VD e = hn::Mul(y, hn::Log(dd, x));
+    return hn::Exp(dd, hn::Min(hn::Max(e, hn::Set(dd, -1000.0)), hn::Set(dd, 700.0)));
+  }
+};
+#endif
+
+// std::pow semantics. Vectors with x <= 0, a non-finite x or y, or NaN take the scalar path.
+struct PowF {
+  HWY_INLINE VF operator()(VF x, VF y) const {
+#if KILN_SIMD_F64
+    const DF d;
+    const VF kMax = hn::Set(d, FLT_MAX);
+    const auto ok =
+        hn::And(hn::And(hn::Gt(x, hn::Zero(d)), hn::Le(x, kMax)), hn::Le(hn::Abs(y), kMax));
+    if (HWY_LIKELY(hn::AllTrue(d, ok))) return ViaF64(PowF64{}, x, y);
+#endif
+    return PerLane2(x, y, math::pow);
+  }
+};
+
+// Exponents with an exact shortcut, used when the exponent is a splat.
+struct SquareF {
+  HWY_INLINE VF operator()(VF x) const { return hn::Mul(x, x); }  // pow(x, 2), inf/NaN too
+};
+struct RecipF {
+  HWY_INLINE VF operator()(VF x) const { return hn::Div(hn::Set(DF(), 1.0f), x); }  // pow(x, -1)
+};
+// pow(x, 0.5) is sqrt(x) except pow(-0, 0.5) = +0 (adding +0 turns -0 into +0 and changes
+// nothing else) and pow(-inf, 0.5) = +inf.
+struct PowHalfF {
+  HWY_INLINE VF operator()(VF x) const {
+    const DF d;
+    const VF inf = hn::Set(d, std::numeric_limits<float>::infinity());
+    const VF r = hn::Add(hn::Sqrt(x), hn::Zero(d));
+    return hn::IfThenElse(hn::Eq(x, hn::Neg(inf)), inf, r);
+  }
+};
+
+void Pow(Lanes a, Lanes b, void* out, std::size_t n) {
+  if (b.splat && !a.splat) {
+    const float y = *static_cast<const float*>(b.p);
+    if (y == 2.0f) return Unary<float, float>(SquareF{}, a, out, n);
+    if (y == 1.0f) return Copy(a, out, n);
+    if (y == 0.0f) {
+      std::fill_n(static_cast<float*>(out), n, 1.0f);  // even for x = NaN
+      return;
+    }
+    if (y == 0.5f) return Unary<float, float>(PowHalfF{}, a, out, n);
+    if (y == -1.0f) return Unary<float, float>(RecipF{}, a, out, n);
+  }
+  Binary<float, float>(PowF{}, a, b, out, n);
+}
+
+// Comparisons write int32 0/1. For floats, ne is Not(Eq): Highway's Ne is false for NaN on x86.
+struct EqC {
+  template <class V>
+  HWY_INLINE auto operator()(V a, V b) const {
+    return hn::Eq(a, b);
+  }
+};
+struct NeC {
+  template <class V>
+  HWY_INLINE auto operator()(V a, V b) const {
+    return hn::Not(hn::Eq(a, b));
+  }
+};
+struct LtC {
+  template <class V>
+  HWY_INLINE auto operator()(V a, V b) const {
+    return hn::Lt(a, b);
+  }
+};
+struct GtC {
+  template <class V>
+  HWY_INLINE auto operator()(V a, V b) const {
+    return hn::Gt(a, b);
+  }
+};
+// Le/Ge are ordered comparisons for floats (false with NaN) and Not(Gt)/Not(Lt) for integers.
+struct LeC {
+  HWY_INLINE auto operator()(VF a, VF b) const { return hn::Le(a, b); }
+  HWY_INLINE auto operator()(VI a, VI b) const { return hn::Not(hn::Gt(a, b)); }
+};
+struct GeC {
+  HWY_INLINE auto operator()(VF a, VF b) const { return hn::Ge(a, b); }
+  HWY_INLINE auto operator()(VI a, VI b) const { return hn::Not(hn::Lt(a, b)); }
+};
+
+template <class C>
+struct Compare {
+  template <class V>
+  HWY_INLINE VI operator()(V a, V b) const {
+    const DI di;
+    return hn::IfThenElseZero(hn::RebindMask(di, C{}(a, b)), hn::Set(di, 1));
+  }
+};
+
+template <class T>
+void CompareAll(ir::Op op, Lanes a, Lanes b, void* out, std::size_t n) {
+  using ir::Op;
+  switch (op) {
+    case Op::eq:
+      return Binary<i32, T>(Compare<EqC>{}, a, b, out, n);
+    case Op::ne:
+      return Binary<i32, T>(Compare<NeC>{}, a, b, out, n);
+    case Op::lt:
+      return Binary<i32, T>(Compare<LtC>{}, a, b, out, n);
+    case Op::le:
+      return Binary<i32, T>(Compare<LeC>{}, a, b, out, n);
+    case Op::gt:
+      return Binary<i32, T>(Compare<GtC>{}, a, b, out, n);
+    default:
+      return Binary<i32, T>(Compare<GeC>{}, a, b, out, n);
+  }
+}
+
+// check_binary (called before dispatch) has accepted (op, in).
+void BinaryImpl(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n) {
+  using ir::Op;
+  if (kernel_is_comparison(op)) {
+    if (in == DType::f32) return CompareAll<float>(op, a, b, out, n);
+    return CompareAll<i32>(op, a, b, out, n);  // i32, and bool as 0/1
+  }
+  if (in == DType::i32) {
+    switch (op) {
+      case Op::add:
+        return Binary<i32, i32>(AddOp{}, a, b, out, n);
+      case Op::sub:
+        return Binary<i32, i32>(SubOp{}, a, b, out, n);
+      case Op::mul:
+        return Binary<i32, i32>(MulOp{}, a, b, out, n);
+      case Op::minimum:
+        return Binary<i32, i32>(MinI{}, a, b, out, n);
+      default:
+        return Binary<i32, i32>(MaxI{}, a, b, out, n);
+    }
+  }
+  switch (op) {
+    case Op::add:
+      return Binary<float, float>(AddOp{}, a, b, out, n);
+    case Op::sub:
+      return Binary<float, float>(SubOp{}, a, b, out, n);
+    case Op::mul:
+      return Binary<float, float>(MulOp{}, a, b, out, n);
+    case Op::div:
+      return Binary<float, float>(DivF{}, a, b, out, n);
+    case Op::pow:
+      return Pow(a, b, out, n);
+    case Op::minimum:
+      return Binary<float, float>(MinimumF{}, a, b, out, n);
+    default:
+      return Binary<float, float>(MaximumF{}, a, b, out, n);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// where: every dtype is 32-bit lanes, so it selects int32 bit patterns.
+
+struct WhereOp {
+  HWY_INLINE VI operator()(VI c, VI a, VI b) const {
+    return hn::IfThenElse(hn::Eq(c, hn::Zero(DI())), b, a);
+  }
+};
+
+void WhereImpl(DType /*t*/, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n) {
+  const i32* pc = static_cast<const i32*>(cond.p);
+  if (cond.splat) return Copy(*pc != 0 ? a : b, out, n);
+  i32* o = static_cast<i32*>(out);
+  const Stream<i32> c{pc};
+  const i32* pa = static_cast<const i32*>(a.p);
+  const i32* pb = static_cast<const i32*>(b.p);
+  if (a.splat && b.splat) return Map(o, n, WhereOp{}, c, Splat<i32>{*pa}, Splat<i32>{*pb});
+  if (a.splat) return Map(o, n, WhereOp{}, c, Splat<i32>{*pa}, Stream<i32>{pb});
+  if (b.splat) return Map(o, n, WhereOp{}, c, Stream<i32>{pa}, Splat<i32>{*pb});
+  Map(o, n, WhereOp{}, c, Stream<i32>{pa}, Stream<i32>{pb});
+}
+
+}  // namespace kiln::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu {
+
+HWY_EXPORT(UnaryImpl);
+HWY_EXPORT(BinaryImpl);
+HWY_EXPORT(WhereImpl);
+
+namespace {
+
+void unary(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t n) {
+  check_unary(op, in, out_t);
+  if (n == 0) return;  // a and out may then be null
+  HWY_DYNAMIC_DISPATCH(UnaryImpl)(op, in, out_t, a, out, n);
+}
+
+void binary(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n) {
+  check_binary(op, in);
+  if (n == 0) return;
+  HWY_DYNAMIC_DISPATCH(BinaryImpl)(op, in, a, b, out, n);
+}
+
+void where(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n) {
+  check_where(t);
+  if (n == 0) return;
+  HWY_DYNAMIC_DISPATCH(WhereImpl)(t, cond, a, b, out, n);
+}
+
+// The target HWY_DYNAMIC_DISPATCH picks: the best (lowest) bit of the targets this CPU
+// supports among those compiled above.
+std::string chosen_target() {
+  const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  std::string name = targets.empty() ? "unknown" : hwy::TargetName(targets.front());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+}  // namespace
+
+const KernelTable& simd_kernels() {
+  static const std::string target = chosen_target();
+  static const KernelTable table{target.c_str(), unary, binary, where};
+  return table;
+}
+
+}  // namespace kiln::cpu
+#endif  // HWY_ONCE
+
+#endif  // KILN_WITH_SIMD

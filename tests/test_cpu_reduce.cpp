@@ -1,0 +1,471 @@
+// kiln::cpu::reduce against a float64 reference over contiguous, transposed, permuted,
+// sliced (offset + step) and broadcast (stride 0) inputs, every op and dtype, each dim and
+// all; the blocked and column loops on large shapes; NaN, ties, empty slices, wrapping
+// integer sums, independence from the thread count, the accuracy of a 16M-element sum, and
+// the error paths.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <vector>
+
+#include "cpu/cpu_ops.hpp"
+#include "cpu/host_buffer.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using kiln::Dims;
+using kiln::DType;
+using kiln::detail::ReduceOp;
+using kiln::detail::TensorImpl;
+
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean,   ReduceOp::max,
+                             ReduceOp::min, ReduceOp::argmax, ReduceOp::argmin};
+
+DType result_dtype(ReduceOp op, DType in) {
+  switch (op) {
+    case ReduceOp::sum:
+      return in == DType::f32 ? DType::f32 : DType::i32;
+    case ReduceOp::mean:
+      return DType::f32;
+    case ReduceOp::max:
+    case ReduceOp::min:
+      return in;
+    default:
+      return DType::i32;
+  }
+}
+
+// ---- inputs: a host buffer with random values and a strided view of it ----
+
+struct Input {
+  kiln::detail::Handle base;
+  std::vector<double> values;  // the buffer's elements, in storage order
+  TensorImpl view;
+};
+
+enum class Values { wide, ties, nans };
+
+// A buffer of `storage` elements of dtype t. f32 wide: uniform in [-1, 1); ties: small
+// integers (many equal extremes); nans: wide with ~1% NaN. i32 wide: the whole range (sums
+// wrap); ties: [-3, 3]. bool: 0 or 1.
+Input make_buffer(std::int64_t storage, DType t, Values kind, std::mt19937_64& g) {
+  Input in;
+  in.base = kiln::cpu::host_empty({storage}, t);
+  in.values.resize(static_cast<std::size_t>(storage));
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<std::int32_t> wide(std::numeric_limits<std::int32_t>::min(),
+                                                   std::numeric_limits<std::int32_t>::max());
+  std::uniform_int_distribution<std::int32_t> small(-3, 3);
+  for (std::int64_t i = 0; i < storage; ++i) {
+    double v = 0;
+    if (t == DType::f32) {
+      float f = kind == Values::ties ? static_cast<float>(small(g)) : u(g);
+      if (kind == Values::nans && g() % 100 == 0) f = std::nanf("");
+      static_cast<float*>(in.base->data())[i] = f;
+      v = f;
+    } else if (t == DType::i32) {
+      std::int32_t x = kind == Values::ties ? small(g) : wide(g);
+      static_cast<std::int32_t*>(in.base->data())[i] = x;
+      v = x;
+    } else {
+      std::uint8_t b = g() & 1;
+      static_cast<std::uint8_t*>(in.base->data())[i] = b;
+      v = b;
+    }
+    in.values[static_cast<std::size_t>(i)] = v;
+  }
+  return in;
+}
+
+Input make_view(const Dims& shape, const Dims& strides, std::int64_t offset, std::int64_t storage,
+                DType t, Values kind, std::mt19937_64& g) {
+  Input in = make_buffer(storage, t, kind, g);
+  in.view = *in.base;
+  in.view.shape = shape;
+  in.view.strides = strides;
+  in.view.offset = offset;
+  return in;
+}
+
+// Views of shape [a, b, c] over differently laid out buffers.
+struct Layout {
+  const char* name;
+  Dims strides;
+  std::int64_t offset, storage;
+};
+
+std::vector<Layout> layouts(std::int64_t a, std::int64_t b, std::int64_t c) {
+  return {
+      {"contiguous", {b * c, c, 1}, 0, a * b * c},
+      {"transposed", {1, a, a * b}, 0, a * b * c},
+      {"permuted_inner", {c * b, 1, b}, 0, a * b * c},
+      // [a + 1, 2b, c + 3] from [1, 0, 2] with step 2 along dim 1.
+      {"sliced_step_rows",
+       {2 * b * (c + 3), 2 * (c + 3), 1},
+       2 * b * (c + 3) + 2,
+       (a + 1) * 2 * b * (c + 3)},
+      // [a, b, 2c] from [0, 0, 1] with step 2 along the last dim.
+      {"sliced_step_inner", {b * 2 * c, 2 * c, 2}, 1, a * b * 2 * c},
+      {"broadcast_middle", {c, 0, 1}, 0, a * c},
+      {"broadcast_outer", {0, 1, 0}, 0, b},
+  };
+}
+
+// ---- the float64 reference ----
+
+struct Expected {
+  std::vector<double> value;
+  std::vector<double> magnitude;  // sum (mean for mean) of |x| over each slice: the tolerance
+};
+
+// The expected result of every op (indexed by ReduceOp) over dim (or all when dim < 0).
+std::vector<Expected> reference(DType t, const Input& in, int dim) {
+  const auto& shape = in.view.shape;
+  const auto& strides = in.view.strides;
+  const int rank = static_cast<int>(shape.size());
+  Dims out_shape = shape;
+  for (int d = 0; d < rank; ++d)
+    if (dim < 0 || d == dim) out_shape[d] = 1;
+  const Dims out_strides = kiln::detail::contiguous_strides(out_shape);
+  const std::int64_t outs = kiln::detail::numel(out_shape);
+  struct State {
+    long double sum = 0;
+    std::int64_t isum = 0, n = 0, max_i = 0, min_i = 0, nan_i = -1;
+    double max = 0, min = 0, magnitude = 0;
+  };
+  std::vector<State> st(static_cast<std::size_t>(outs));
+  const std::int64_t total = kiln::detail::numel(shape);
+  Dims idx(shape.size(), 0);
+  for (std::int64_t flat = 0; flat < total; ++flat) {
+    std::int64_t off = in.view.offset, o = 0;
+    for (int d = 0; d < rank; ++d) {
+      off += idx[d] * strides[d];
+      if (dim >= 0 && d != dim) o += idx[d] * out_strides[d];
+    }
+    const std::int64_t pos = dim < 0 ? flat : idx[dim];
+    const double v = in.values[static_cast<std::size_t>(off)];
+    State& s = st[static_cast<std::size_t>(o)];
+    s.sum += v;
+    s.isum += static_cast<std::int64_t>(std::isnan(v) ? 0 : v);
+    s.magnitude += std::fabs(v);
+    if (std::isnan(v) && s.nan_i < 0) s.nan_i = pos;
+    // Strict comparisons: the first of equal values wins.
+    if (s.n == 0 || v > s.max) s.max = v, s.max_i = pos;
+    if (s.n == 0 || v < s.min) s.min = v, s.min_i = pos;
+    ++s.n;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  std::vector<Expected> e(6);
+  for (const State& s : st) {
+    const bool nan = s.nan_i >= 0;
+    const double sum = t == DType::f32
+                           ? static_cast<double>(s.sum)
+                           : static_cast<std::int32_t>(static_cast<std::uint32_t>(s.isum));
+    const double mean =
+        s.n == 0 ? NAN
+        : t == DType::f32
+            ? static_cast<double>(s.sum / s.n)
+            : static_cast<float>(static_cast<double>(s.isum) / static_cast<double>(s.n));
+    const double values[6] = {sum,
+                              mean,
+                              nan ? NAN : s.max,
+                              nan ? NAN : s.min,
+                              static_cast<double>(nan ? s.nan_i : s.max_i),
+                              static_cast<double>(nan ? s.nan_i : s.min_i)};
+    for (ReduceOp op : kOps) {
+      Expected& x = e[static_cast<int>(op)];
+      x.value.push_back(values[static_cast<int>(op)]);
+      x.magnitude.push_back(op == ReduceOp::mean && s.n > 0 ? s.magnitude / s.n : s.magnitude);
+    }
+  }
+  return e;
+}
+
+// ---- running and comparing ----
+
+// Runs op into a poisoned output and returns its values as doubles.
+std::vector<double> run(ReduceOp op, const TensorImpl& x, int dim) {
+  Dims out_shape = x.shape;
+  for (std::size_t d = 0; d < out_shape.size(); ++d)
+    if (dim < 0 || static_cast<int>(d) == dim) out_shape[d] = 1;
+  const DType rt = result_dtype(op, x.dtype);
+  auto out = kiln::cpu::host_empty(out_shape, rt);
+  const std::int64_t n = out->numel();
+  std::memset(out->data(), 0x7f, static_cast<std::size_t>(n) * kiln::dtype_size(rt));
+  kiln::cpu::reduce(op, x, dim, *out);
+  std::vector<double> got;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (rt == DType::f32)
+      got.push_back(static_cast<const float*>(out->data())[i]);
+    else if (rt == DType::i32)
+      got.push_back(static_cast<const std::int32_t*>(out->data())[i]);
+    else
+      got.push_back(static_cast<const std::uint8_t*>(out->data())[i]);
+  }
+  return got;
+}
+
+// f32 sums and means: correctly rounded but for a double-accumulation error that is far below
+// 1e-12 of the magnitudes; everything else exact.
+::testing::AssertionResult agrees(ReduceOp op, DType t, const std::vector<double>& got,
+                                  const Expected& want) {
+  if (got.size() != want.value.size()) {
+    return ::testing::AssertionFailure()
+           << got.size() << " outputs, expected " << want.value.size();
+  }
+  const bool approx = t == DType::f32 && (op == ReduceOp::sum || op == ReduceOp::mean);
+  int bad = 0;
+  std::ostringstream msg;
+  msg << std::setprecision(10);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want.value[i];
+    bool ok = std::isnan(w) ? std::isnan(g) : g == w;
+    if (!ok && approx && !std::isnan(w) && !std::isnan(g)) {
+      ok = std::fabs(g - w) <= kt::float_ulp(w) + 1e-12 * want.magnitude[i];
+    }
+    if (!ok && ++bad <= 5) msg << "\n  output " << i << ": got " << g << ", expected " << w;
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " wrong:" << msg.str();
+}
+
+class CpuReduce : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = kt::fresh_seed();
+    rng_.seed(seed_);
+    trace_ = std::make_unique<::testing::ScopedTrace>(
+        __FILE__, __LINE__, "seed " + std::to_string(seed_) + " (KILN_TEST_SEED reruns it)");
+  }
+
+  // Every op over every dim and all, on `in`, against the reference.
+  void check_all(const Input& in, const std::string& what) {
+    const DType t = in.view.dtype;
+    for (int dim = -1; dim < in.view.rank(); ++dim) {
+      const auto want = reference(t, in, dim);
+      for (ReduceOp op : kOps) {
+        SCOPED_TRACE(what + " " + kiln::dtype_name(t) + " " + kiln::format_dims(in.view.shape) +
+                     " " + kiln::detail::reduce_name(op) + " dim " + std::to_string(dim));
+        const std::int64_t len = dim < 0 ? in.view.numel() : in.view.shape[dim];
+        if (len == 0 && op != ReduceOp::sum && op != ReduceOp::mean) continue;
+        EXPECT_TRUE(agrees(op, t, run(op, in.view, dim), want[static_cast<int>(op)]));
+      }
+    }
+  }
+
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  std::unique_ptr<::testing::ScopedTrace> trace_;
+};
+
+TEST_F(CpuReduce, EveryLayoutOpAndDtype) {
+  std::uniform_int_distribution<std::int64_t> extent(1, 24);
+  for (int round = 0; round < 4; ++round) {
+    // Rounds 0 and 1 pin extents of 1 (dropped by coalescing) and >= 16 (the column loop).
+    const std::int64_t a = round == 0 ? 1 : extent(rng_);
+    const std::int64_t b = extent(rng_);
+    const std::int64_t c = round == 1 ? 17 + extent(rng_) : extent(rng_);
+    for (const Layout& l : layouts(a, b, c)) {
+      for (DType t : {DType::f32, DType::i32, DType::boolean}) {
+        for (Values kind : {Values::wide, Values::ties}) {
+          Input in = make_view({a, b, c}, l.strides, l.offset, l.storage, t, kind, rng_);
+          check_all(in, l.name);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CpuReduce, RanksZeroAndOne) {
+  for (DType t : {DType::f32, DType::i32, DType::boolean}) {
+    check_all(make_view({}, {}, 3, 5, t, Values::wide, rng_), "scalar");
+    check_all(make_view({37}, {1}, 0, 37, t, Values::wide, rng_), "vector");
+    check_all(make_view({37}, {3}, 2, 113, t, Values::wide, rng_), "strided vector");
+    check_all(make_view({9}, {0}, 4, 5, t, Values::wide, rng_), "broadcast vector");
+  }
+}
+
+// Shapes large enough for the blocked row loop (long rows, few outputs), the column loop with
+// several tiles and row blocks, and multi-run all-reductions.
+TEST_F(CpuReduce, LargeShapesTakeEveryLoop) {
+  struct Case {
+    Dims shape;
+    bool transpose_last_two;
+  };
+  for (const Case& c :
+       {Case{{3, 100003}, false}, Case{{70001, 20}, false}, Case{{5, 9001, 40}, false},
+        Case{{600, 300}, false}, Case{{40, 5000}, true}, Case{{2, 70000, 3}, true},
+        Case{{30, 4500}, false}, Case{{1100, 2100}, false}}) {
+    const std::int64_t n = kiln::detail::numel(c.shape);
+    Dims strides = kiln::detail::contiguous_strides(c.shape);
+    Dims shape = c.shape;
+    if (c.transpose_last_two) {
+      std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+      std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+    }
+    for (DType t : {DType::f32, DType::i32}) {
+      for (Values kind : {Values::wide, Values::ties}) {
+        if (t == DType::i32 && kind == Values::ties) continue;
+        check_all(make_view(shape, strides, 0, n, t, kind, rng_),
+                  c.transpose_last_two ? "transposed" : "contiguous");
+      }
+    }
+  }
+}
+
+TEST_F(CpuReduce, NaNPropagatesLikeNumPy) {
+  for (const Layout& l : layouts(6, 50, 33)) {
+    check_all(
+        make_view({6, 50, 33}, l.strides, l.offset, l.storage, DType::f32, Values::nans, rng_),
+        l.name);
+  }
+  check_all(make_view({3, 100003}, {100003, 1}, 0, 300009, DType::f32, Values::nans, rng_),
+            "long rows");
+  check_all(make_view({9001, 40}, {40, 1}, 0, 360040, DType::f32, Values::nans, rng_), "columns");
+  // Hand-made: the first NaN's index, max/min NaN, infinities compare normally.
+  auto x = kiln::cpu::host_empty({6}, DType::f32);
+  const float v[6] = {1, -INFINITY, NAN, INFINITY, NAN, 2};
+  std::memcpy(x->data(), v, sizeof v);
+  EXPECT_TRUE(std::isnan(run(ReduceOp::max, *x, -1)[0]));
+  EXPECT_TRUE(std::isnan(run(ReduceOp::min, *x, 0)[0]));
+  EXPECT_TRUE(std::isnan(run(ReduceOp::sum, *x, 0)[0]));
+  EXPECT_EQ(run(ReduceOp::argmax, *x, 0)[0], 2);
+  EXPECT_EQ(run(ReduceOp::argmin, *x, -1)[0], 2);
+  const float w[4] = {-INFINITY, 3, INFINITY, INFINITY};
+  auto y = kiln::cpu::host_empty({4}, DType::f32);
+  std::memcpy(y->data(), w, sizeof w);
+  EXPECT_EQ(run(ReduceOp::max, *y, 0)[0], INFINITY);
+  EXPECT_EQ(run(ReduceOp::argmax, *y, 0)[0], 2);
+  EXPECT_EQ(run(ReduceOp::argmin, *y, 0)[0], 0);
+  EXPECT_TRUE(std::isnan(run(ReduceOp::sum, *y, 0)[0]));  // -inf + inf
+}
+
+// argmax/argmin scan long contiguous rows in chunks: an extreme repeated in a later chunk, or
+// a NaN far from the start, must still give the first index.
+TEST_F(CpuReduce, ArgKeepsTheFirstIndexAcrossChunks) {
+  const std::int64_t n = 9000;
+  std::uniform_int_distribution<std::int64_t> pos(1100, n - 1);
+  for (int round = 0; round < 20; ++round) {
+    Input in = make_view({n}, {1}, 0, n, DType::f32, Values::wide, rng_);
+    float* p = static_cast<float*>(in.base->data());
+    const std::int64_t first = pos(rng_), second = std::min(n - 1, first + 1 + round * 300);
+    p[first] = p[second] = 5;
+    p[n - 1 - first] = p[n - 1 - std::min(n - 1, first + round)] = -5;
+    EXPECT_EQ(run(ReduceOp::argmax, in.view, 0)[0], static_cast<double>(first));
+    EXPECT_EQ(run(ReduceOp::argmin, in.view, -1)[0],
+              static_cast<double>(std::min(n - 1 - first, n - 1 - std::min(n - 1, first + round))));
+    const std::int64_t nan_at = pos(rng_);
+    p[nan_at] = std::nanf("");
+    if (round % 2) p[std::min(n - 1, nan_at + 7)] = std::nanf("");
+    EXPECT_EQ(run(ReduceOp::argmax, in.view, 0)[0], static_cast<double>(nan_at));
+    EXPECT_EQ(run(ReduceOp::argmin, in.view, 0)[0], static_cast<double>(nan_at));
+    EXPECT_TRUE(std::isnan(run(ReduceOp::max, in.view, 0)[0]));
+  }
+}
+
+TEST_F(CpuReduce, IntegerSumsWrapAndMeansAreExact) {
+  auto x = kiln::cpu::host_empty({2, 3}, DType::i32);
+  const std::int32_t v[6] = {INT32_MAX, 1, 0, INT32_MIN, -1, 5};
+  std::memcpy(x->data(), v, sizeof v);
+  EXPECT_EQ(run(ReduceOp::sum, *x, 1), (std::vector<double>{INT32_MIN, INT32_MIN + 4}));
+  EXPECT_EQ(run(ReduceOp::sum, *x, 0), (std::vector<double>{-1, 0, 5}));
+  EXPECT_EQ(run(ReduceOp::mean, *x, 1),
+            (std::vector<double>{static_cast<float>((INT32_MAX + 1.0) / 3),
+                                 static_cast<float>((INT32_MIN + 4.0) / 3)}));
+}
+
+TEST_F(CpuReduce, EmptySlices) {
+  // [3, 0]: sum gives 0, mean NaN, the others have no identity.
+  Input in = make_view({3, 0}, {0, 1}, 0, 1, DType::f32, Values::wide, rng_);
+  EXPECT_EQ(run(ReduceOp::sum, in.view, 1), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(run(ReduceOp::sum, in.view, -1), (std::vector<double>{0}));
+  for (double m : run(ReduceOp::mean, in.view, 1)) EXPECT_TRUE(std::isnan(m));
+  Input ints = make_view({0}, {1}, 0, 1, DType::i32, Values::wide, rng_);
+  EXPECT_EQ(run(ReduceOp::sum, ints.view, 0), (std::vector<double>{0}));
+  EXPECT_TRUE(std::isnan(run(ReduceOp::mean, ints.view, 0)[0]));
+  for (ReduceOp op : {ReduceOp::max, ReduceOp::min, ReduceOp::argmax, ReduceOp::argmin}) {
+    const std::string name = kiln::detail::reduce_name(op);
+    for (int dim : {1, -1}) {
+      try {
+        run(op, in.view, dim);
+        ADD_FAILURE() << name << " of an empty slice did not throw";
+      } catch (const kiln::ValueError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind(name + ":", 0), 0u) << e.what();
+      }
+    }
+    // Reducing dim 0 of [3, 0] leaves no outputs: nothing to do, no error (NumPy agrees).
+    EXPECT_TRUE(run(op, in.view, 0).empty());
+  }
+}
+
+TEST_F(CpuReduce, Errors) {
+  Input in = make_view({4, 5}, {5, 1}, 0, 20, DType::f32, Values::wide, rng_);
+  auto wrong_dtype = kiln::cpu::host_empty({4, 1}, DType::i32);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 1, *wrong_dtype), kiln::DTypeError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::max, in.view, 1, *wrong_dtype), kiln::DTypeError);
+  auto f32_out = kiln::cpu::host_empty({4, 1}, DType::f32);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::argmax, in.view, 1, *f32_out), kiln::DTypeError);
+  auto wrong_shape = kiln::cpu::host_empty({1, 5}, DType::f32);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 1, *wrong_shape), kiln::ShapeError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 2, *f32_out), kiln::IndexError);
+  Input ints = make_view({4, 5}, {5, 1}, 0, 20, DType::i32, Values::wide, rng_);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, ints.view, 1, *f32_out), kiln::DTypeError);
+}
+
+TEST_F(CpuReduce, SameForEveryThreadCount) {
+  kt::ConfigGuard guard;
+  struct Case {
+    Dims shape;
+    int dim;
+  };
+  for (const Case& c : {Case{{1 << 22}, -1}, Case{{3, 1 << 20}, 1}, Case{{1 << 16, 48}, 0},
+                        Case{{2048, 2048}, 1}}) {
+    const std::int64_t n = kiln::detail::numel(c.shape);
+    Input in = make_view(c.shape, kiln::detail::contiguous_strides(c.shape), 0, n, DType::f32,
+                         Values::wide, rng_);
+    for (ReduceOp op : kOps) {
+      SCOPED_TRACE(kiln::format_dims(c.shape) + " " + kiln::detail::reduce_name(op));
+      kiln::set_config({.threads = 1});
+      const auto one = run(op, in.view, c.dim);
+      for (int threads : {2, 5}) {
+        kiln::set_config({.threads = threads});
+        const auto many = run(op, in.view, c.dim);
+        ASSERT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(double)), 0)
+            << threads << " threads";
+      }
+    }
+  }
+}
+
+// A sum of 16M f32 values against a long double reference: values in [0, 1) (no cancellation)
+// and in [-1, 1) (the sum is ~sqrt(n), so accumulation error would show at once).
+TEST_F(CpuReduce, SixteenMillionElementSum) {
+  const std::int64_t n = std::int64_t{1} << 24;
+  auto x = kiln::cpu::host_empty({n}, DType::f32);
+  float* p = static_cast<float*>(x->data());
+  for (double lo : {0.0, -1.0}) {
+    std::uniform_real_distribution<float> u(static_cast<float>(lo), 1.0f);
+    long double exact = 0;
+    for (std::int64_t i = 0; i < n; ++i) exact += (p[i] = u(rng_));
+    const double got = run(ReduceOp::sum, *x, -1)[0];
+    const double rel =
+        std::fabs(got - static_cast<double>(exact)) / std::fabs(static_cast<double>(exact));
+    std::cout << "[ measured ] sum of 2^24 uniform(" << lo << ", 1) f32: relative error " << rel
+              << " (f32 rounding of the result alone: up to 6e-8)\n";
+    RecordProperty(lo == 0 ? "sum16M_rel_error_positive" : "sum16M_rel_error_signed",
+                   std::to_string(rel));
+    EXPECT_LE(std::fabs(got - static_cast<double>(exact)),
+              kt::float_ulp(static_cast<double>(exact)));
+    const double mean = run(ReduceOp::mean, *x, 0)[0];
+    EXPECT_LE(std::fabs(mean - static_cast<double>(exact / n)),
+              kt::float_ulp(static_cast<double>(exact / n)));
+  }
+}
+
+}  // namespace

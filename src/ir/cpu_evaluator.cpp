@@ -5,10 +5,6 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "cpu/parallel.hpp"
 #include "ir/strided_runs.hpp"
 #include "kiln/error.hpp"
@@ -39,8 +35,6 @@ CoalescedLayout coalesce(const Dims& shape, const std::vector<const Dims*>& stri
 namespace {
 
 using detail::TensorImpl;
-
-constexpr std::int64_t kStreamBytes = std::int64_t{8} << 20;
 
 // Block-local storage of 32-bit lanes for one node's value.
 using Lane = std::uint32_t;
@@ -87,27 +81,6 @@ void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_
     }
     if (!splat) src += n;
   });
-}
-
-// Copies a block to a dense output with non-temporal stores: a large output then costs its
-// write and not also the read-for-ownership of every line (a third of a one-op pass's memory
-// traffic). Callers fence when the block loop ends.
-void stream_copy(Lane* dst, const Lane* src, std::int64_t n) {
-  std::int64_t i = 0;
-#if defined(__SSE2__)
-  while (i < n && reinterpret_cast<std::uintptr_t>(dst + i) % 16 != 0) dst[i] = src[i], ++i;
-  for (; i + 4 <= n; i += 4) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = src[i];
-}
-
-void store_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
 }
 
 Lane scalar_lane(double v, DType t) {
@@ -189,14 +162,11 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
   const int n = static_cast<int>(p.nodes.size());
   int n_slots = 0;
   const std::vector<int> slot_of = assign_slots(p, n_slots);
-  // Outputs larger than kStreamBytes are streamed past the caches (see stream_copy); smaller
-  // dense 32-bit outputs are written by the node's kernel in place, skipping the scatter.
-  static const std::int64_t kSB = getenv("XSB") ? atoll(getenv("XSB")) : kStreamBytes;
-  const bool stream = total * static_cast<std::int64_t>(sizeof(Lane)) >= kSB;
+  // An output node written straight into its (dense, 32-bit) output tensor skips the scatter.
   std::vector<int> direct_output(n, -1);
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
     const Node& node = p.nodes[p.outputs[o]];
-    if (!stream && out_access[o].dense && node.dtype != DType::boolean && arity(node.op) > 0 &&
+    if (out_access[o].dense && node.dtype != DType::boolean && arity(node.op) > 0 &&
         direct_output[p.outputs[o]] < 0) {
       direct_output[p.outputs[o]] = static_cast<int>(o);
     }
@@ -254,17 +224,10 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
       for (std::size_t o = 0; o < p.outputs.size(); ++o) {
         const int node = p.outputs[o];
         if (direct_output[node] == static_cast<int>(o) && !value[node].splat) continue;
-        const Access& a = out_access[o];
-        if (stream && a.dense && a.dtype != DType::boolean && !value[node].splat) {
-          stream_copy(reinterpret_cast<Lane*>(a.base) + start,
-                      static_cast<const Lane*>(value[node].p), len);
-          continue;
-        }
         scatter(out_access[o], layout.shape, start, len, static_cast<const Lane*>(value[node].p),
                 value[node].splat);
       }
     }
-    if (stream) store_fence();
   });
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace kiln::cpu {
@@ -16,6 +17,17 @@ constexpr std::size_t kAlign = 64;
 std::size_t rounded(std::size_t bytes) {
   if (bytes < kMinCached) return bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
   return (bytes + kMinCached - 1) / kMinCached * kMinCached;
+}
+
+// Blocks of several huge pages are aligned to and backed by transparent huge pages: a pass
+// over a large tensor then takes 512x fewer TLB misses.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+void* system_allocate(std::size_t size) {
+  if (size < 4 * kHugePage) return std::aligned_alloc(kAlign, size);
+  void* p = std::aligned_alloc(kHugePage, (size + kHugePage - 1) / kHugePage * kHugePage);
+  if (p) madvise(p, size, MADV_HUGEPAGE);  // advice only: failure leaves normal pages
+  return p;
 }
 
 class Cache {
@@ -76,10 +88,10 @@ void* host_allocate(std::size_t bytes) {
   if (size >= kMinCached) {
     if (void* p = cache().take(size)) return p;
   }
-  void* p = std::aligned_alloc(kAlign, size);
+  void* p = system_allocate(size);
   if (!p && size >= kMinCached) {
     cache().trim();  // memory pressure: give the cached blocks back and try once more
-    p = std::aligned_alloc(kAlign, size);
+    p = system_allocate(size);
   }
   return p;
 }

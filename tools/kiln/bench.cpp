@@ -1,0 +1,296 @@
+#include "bench.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/kiln.hpp"
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Timing {
+  double first_s = 0;   // the first call: it pays for any compilation, tuning and warm-up
+  double min_s = 0;     // of the next `runs` calls
+  double median_s = 0;  // of the next `runs` calls
+  int runs = 0;
+};
+
+struct WorkloadResult {
+  std::string name;
+  std::int64_t rows = 0, cols = 0;
+  Timing timing;
+};
+
+struct DeviceResult {
+  std::string device;   // "cpu", "cuda:0"
+  std::string backend;  // "dispatch<cpu<avx2>>"
+  std::vector<WorkloadResult> workloads;
+};
+
+double median_of_sorted(const std::vector<double>& s) {
+  const std::size_t n = s.size();
+  return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+// Times `call` as the seed does: the host clock around the call and device.sync(). The result is
+// kept alive until the clock has stopped, for two reasons: a lazy (fused) device must not be
+// allowed to skip work whose result nobody holds, and freeing it is not part of the workload.
+// `check` sees the first and the last result, outside the timing.
+template <class Call, class Check>
+Timing measure(const Device& device, int runs, Call&& call, Check&& check) {
+  auto timed_call = [&] {
+    const auto t0 = Clock::now();
+    auto result = call();
+    device.sync();
+    const auto t1 = Clock::now();
+    return std::pair{std::chrono::duration<double>(t1 - t0).count(), std::move(result)};
+  };
+  Timing t;
+  t.runs = runs;
+  {
+    auto [seconds, result] = timed_call();
+    t.first_s = seconds;
+    check(result);
+  }
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(runs));
+  for (int i = 0; i < runs; ++i) {
+    auto [seconds, result] = timed_call();
+    samples.push_back(seconds);
+    if (i == runs - 1) check(result);
+  }
+  std::sort(samples.begin(), samples.end());
+  t.min_s = samples.front();
+  t.median_s = median_of_sorted(samples);
+  return t;
+}
+
+// Indices spread over [0, n): the ends (where an off-by-one shows) and a seeded random sample.
+std::vector<std::size_t> sample_indices(std::size_t n, std::size_t count) {
+  std::vector<std::size_t> idx{0, n - 1};
+  std::mt19937_64 gen(12345);
+  std::uniform_int_distribution<std::size_t> pick(0, n - 1);
+  while (idx.size() < count) idx.push_back(pick(gen));
+  return idx;
+}
+
+constexpr std::int64_t kChainSide = 2048;
+constexpr std::int64_t kMatmulSide = 1024;
+
+// The seed's eight element-wise ops, written exactly as the seed writes them.
+Tensor<2> chain8(const Tensor<2>& x) {
+  auto y = (x * 0.5f + 0.25f).sin().abs();
+  auto z = (y * 0.5f + 0.25f).sin().abs();
+  return z;
+}
+
+double chain8_reference(float x) {
+  const double y = std::abs(std::sin(static_cast<double>(x) * 0.5 + 0.25));
+  return std::abs(std::sin(y * 0.5 + 0.25));
+}
+
+void check_shape(const char* workload, const std::string& device, const Tensor<2>& r,
+                 std::int64_t rows, std::int64_t cols) {
+  if (r.size(0) != rows || r.size(1) != cols || r.dtype() != DType::f32) {
+    throw CheckError(fmt::format("{} on {}: result is {}x{} {}, expected {}x{} f32", workload,
+                                 device, r.size(0), r.size(1), dtype_name(r.dtype()), rows, cols));
+  }
+}
+
+// Compares a few hundred elements of chain8's output with the same formula in float64 on the host.
+void check_chain8(const std::string& device, const std::vector<float>& x, const Tensor<2>& z) {
+  constexpr double kTolerance = 1e-5;
+  check_shape("chain8", device, z, kChainSide, kChainSide);
+  const std::vector<float> got = z.to_vector<float>();
+  for (std::size_t i : sample_indices(got.size(), 300)) {
+    const double want = chain8_reference(x[i]);
+    const double diff = std::abs(static_cast<double>(got[i]) - want);
+    if (!(diff <= kTolerance)) {  // written so that NaN fails too
+      throw CheckError(fmt::format(
+          "chain8 on {}: element {} is {} for input {}, float64 reference {} (|diff| {:.3g} > {})",
+          device, i, got[i], x[i], want, diff, kTolerance));
+    }
+  }
+}
+
+// Compares sampled elements of a*b with float64 dot products. The tolerance is the classic
+// worst-case bound for a k-term float dot product, k * 2^-24 * sum|a_ik b_kj|, doubled: any
+// correct float32 GEMM meets it, while a wrong index or a missing block misses it by far.
+void check_matmul(const std::string& device, const std::vector<float>& a,
+                  const std::vector<float>& b, const Tensor<2>& c) {
+  constexpr std::int64_t n = kMatmulSide;
+  check_shape("matmul", device, c, n, n);
+  const std::vector<float> got = c.to_vector<float>();
+  for (std::size_t flat : sample_indices(got.size(), 200)) {
+    const std::size_t i = flat / n, j = flat % n;
+    double want = 0, magnitude = 0;
+    for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k) {
+      const double p = static_cast<double>(a[i * n + k]) * static_cast<double>(b[k * n + j]);
+      want += p;
+      magnitude += std::abs(p);
+    }
+    const double tolerance = 2.0 * static_cast<double>(n) * 0x1p-24 * magnitude + 1e-30;
+    const double diff = std::abs(static_cast<double>(got[flat]) - want);
+    if (!(diff <= tolerance)) {
+      throw CheckError(fmt::format(
+          "matmul on {}: element [{}, {}] is {}, float64 reference {} (|diff| {:.3g} > {:.3g})",
+          device, i, j, got[flat], want, diff, tolerance));
+    }
+  }
+}
+
+WorkloadResult run_chain8(const Device& device, int runs) {
+  const auto x =
+      Tensor<2>::random({kChainSide, kChainSide}, Distribution::uniform(0, 1), device, 1);
+  const std::vector<float> x_host = x.to_vector<float>();  // also waits for x to exist
+  const std::string where = device.str();
+  const Timing t = measure(
+      device, runs, [&] { return chain8(x); },
+      [&](const Tensor<2>& z) { check_chain8(where, x_host, z); });
+  return {"chain8", kChainSide, kChainSide, t};
+}
+
+WorkloadResult run_matmul(const Device& device, int runs) {
+  const Shape<2> shape{kMatmulSide, kMatmulSide};
+  const auto a = Tensor<2>::random(shape, Distribution::uniform(0, 1), device, 2);
+  const auto b = Tensor<2>::random(shape, Distribution::uniform(0, 1), device, 3);
+  const std::vector<float> a_host = a.to_vector<float>(), b_host = b.to_vector<float>();
+  const std::string where = device.str();
+  const Timing t = measure(
+      device, runs, [&] { return matmul(a, b); },
+      [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c); });
+  return {"matmul", kMatmulSide, kMatmulSide, t};
+}
+
+// The seed's unit rule: milliseconds with two decimals, microseconds below one millisecond.
+std::string format_duration(double seconds) {
+  if (seconds < 1e-3) return fmt::format("{:.2f}us", seconds * 1e6);
+  return fmt::format("{:.2f}ms", seconds * 1e3);
+}
+
+std::string text_line(const WorkloadResult& w) {
+  const Timing& t = w.timing;
+  return fmt::format("{} {}x{} f32: first {}, next {} min {} median {}", w.name, w.rows, w.cols,
+                     format_duration(t.first_s), t.runs, format_duration(t.min_s),
+                     format_duration(t.median_s));
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;  // UTF-8 bytes pass through: JSON text is UTF-8
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_report(const std::vector<DeviceResult>& results) {
+  std::string devices;
+  for (const DeviceResult& d : results) {
+    std::string workloads;
+    for (const WorkloadResult& w : d.workloads) {
+      if (!workloads.empty()) workloads += ", ";
+      // {} prints the shortest text that reads back as the same double: valid JSON numbers.
+      workloads += fmt::format(
+          "{{\"name\": {}, \"shape\": [{}, {}], \"dtype\": \"f32\", \"first_s\": {}, "
+          "\"min_s\": {}, \"median_s\": {}, \"runs\": {}}}",
+          json_string(w.name), w.rows, w.cols, w.timing.first_s, w.timing.min_s, w.timing.median_s,
+          w.timing.runs);
+    }
+    if (!devices.empty()) devices += ", ";
+    devices += fmt::format("{{\"device\": {}, \"name\": {}, \"workloads\": [{}]}}",
+                           json_string(d.device), json_string(d.backend), workloads);
+  }
+  return fmt::format("{{\"kiln_version\": {}, \"devices\": [{}]}}", json_string(kiln::version()),
+                     devices);
+}
+
+// kiln::devices() names a present device "cpu" or "cuda:N" (and an absent kind "cuda").
+std::string kind_of(const std::string& name) { return name.substr(0, name.find(':')); }
+
+Device device_named(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  const auto colon = name.find(':');
+  return Device::cuda(colon == std::string::npos ? 0 : std::stoi(name.substr(colon + 1)));
+}
+
+// The present devices that `which` selects. Asking for a kind by name when none is present is an
+// error that carries kiln's reason; `all` skips absent kinds, saying so on stderr.
+std::vector<Device> select_devices(const std::string& which) {
+  std::vector<Device> chosen;
+  std::vector<std::string> absent;
+  for (const DeviceInfo& info : devices()) {
+    if (which != "all" && kind_of(info.name) != which) continue;
+    if (info.present) {
+      chosen.push_back(device_named(info.name));
+    } else {
+      absent.push_back(fmt::format("{} is absent: {}", info.name, info.reason));
+      if (which == "all") fmt::print(stderr, "bench: skipping {}: {}\n", info.name, info.reason);
+    }
+  }
+  if (which != "all" && chosen.empty()) {
+    std::string why;
+    for (const std::string& a : absent) why += (why.empty() ? "" : "; ") + a;
+    throw DeviceError(fmt::format("bench --device {}: {}", which,
+                                  why.empty() ? "kiln::devices() does not list it" : why));
+  }
+  if (chosen.empty()) throw DeviceError("bench: kiln::devices() lists no present device");
+  return chosen;
+}
+
+}  // namespace
+
+void run_bench(const BenchOptions& options) {
+  std::vector<DeviceResult> results;
+  for (const Device& device : select_devices(options.device)) {
+    DeviceResult r{device.str(), device.backend_name(), {}};
+    if (!options.json) {
+      fmt::print("name = {}\n", r.backend);
+      std::fflush(stdout);  // each line appears as soon as it is measured
+    }
+    for (auto* workload : {&run_chain8, &run_matmul}) {
+      r.workloads.push_back(workload(device, options.runs));
+      if (!options.json) {
+        fmt::print("{}\n", text_line(r.workloads.back()));
+        std::fflush(stdout);
+      }
+    }
+    results.push_back(std::move(r));
+  }
+  if (options.json) fmt::print("{}\n", json_report(results));
+}
+
+}  // namespace kiln::cli

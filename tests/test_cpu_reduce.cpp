@@ -24,20 +24,6 @@ using kiln::detail::TensorImpl;
 constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean,   ReduceOp::max,
                              ReduceOp::min, ReduceOp::argmax, ReduceOp::argmin};
 
-DType result_dtype(ReduceOp op, DType in) {
-  switch (op) {
-    case ReduceOp::sum:
-      return in == DType::f32 ? DType::f32 : DType::i32;
-    case ReduceOp::mean:
-      return DType::f32;
-    case ReduceOp::max:
-    case ReduceOp::min:
-      return in;
-    default:
-      return DType::i32;
-  }
-}
-
 // ---- inputs: a host buffer with random values and a strided view of it ----
 
 struct Input {
@@ -194,7 +180,7 @@ std::vector<double> run(ReduceOp op, const TensorImpl& x, int dim) {
   Dims out_shape = x.shape;
   for (std::size_t d = 0; d < out_shape.size(); ++d)
     if (dim < 0 || static_cast<int>(d) == dim) out_shape[d] = 1;
-  const DType rt = result_dtype(op, x.dtype);
+  const DType rt = kiln::detail::reduce_result_dtype(op, x.dtype);
   auto out = kiln::cpu::host_empty(out_shape, rt);
   const std::int64_t n = out->numel();
   std::memset(out->data(), 0x7f, static_cast<std::size_t>(n) * kiln::dtype_size(rt));

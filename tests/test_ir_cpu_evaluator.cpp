@@ -35,9 +35,7 @@ Handle filled(const kiln::Dims& shape, std::mt19937_64& rng) {
   return t;
 }
 
-void poison(const TensorImpl& t) {
-  std::memset(t.buffer->data(), 0x7f, t.buffer->bytes());
-}
+void poison(const TensorImpl& t) { std::memset(t.buffer->data(), 0x7f, t.buffer->bytes()); }
 
 class CpuEvaluator : public ::testing::TestWithParam<const kiln::cpu::KernelTable*> {
  protected:
@@ -62,7 +60,8 @@ TEST_P(CpuEvaluator, SeveralOutputsOfOneProgram) {
   p.output(y);
   p.output(z);
   p.output(w);
-  Handle oy = kiln::cpu::host_empty({n}, DType::f32), oz = kiln::cpu::host_empty({n}, DType::boolean),
+  Handle oy = kiln::cpu::host_empty({n}, DType::f32),
+         oz = kiln::cpu::host_empty({n}, DType::boolean),
          ow = kiln::cpu::host_empty({n}, DType::f32);
   for (const auto& t : {oy, oz, ow}) poison(*t);
   const TensorImpl* ins[] = {x.get()};
@@ -133,7 +132,8 @@ TEST_P(CpuEvaluator, StridedInputAndOutput) {
     for (std::int64_t j = 0; j < c; ++j) {
       auto want = static_cast<std::int32_t>(px[j * r + i] * 1000.0f);
       ASSERT_EQ(pw[i * 2 * c + 2 * j], want) << "at " << i << ", " << j;
-      ASSERT_EQ(pw[i * 2 * c + 2 * j + 1], 0x7f7f7f7f) << "wrote outside the view at " << i << ", " << j;
+      ASSERT_EQ(pw[i * 2 * c + 2 * j + 1], 0x7f7f7f7f)
+          << "wrote outside the view at " << i << ", " << j;
     }
   }
 }

@@ -20,10 +20,10 @@ Config config();
 void set_config(const Config& c);
 
 struct FeatureState {
-  std::string name;   // "simd", "threads", ...
-  bool compiled;      // built in (CMake option)
-  bool live;          // compiled and switched on now
-  std::string why;    // e.g. "on", "KILN_SIMD=0 in the environment", "built with -DKILN_SIMD=OFF"
+  std::string name;  // "simd", "threads", ...
+  bool compiled;     // built in (CMake option)
+  bool live;         // compiled and switched on now
+  std::string why;   // e.g. "on", "KILN_SIMD=0 in the environment", "built with -DKILN_SIMD=OFF"
 };
 
 // Every feature kiln knows, compiled-in or not, live or not, and why.

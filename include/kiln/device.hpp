@@ -37,7 +37,7 @@ class Device {
 
 // One line of kiln::devices(): a device that is present, or a kind that is absent and why.
 struct DeviceInfo {
-  std::string name;          // "cpu", "cuda:0", "cuda"
+  std::string name;  // "cpu", "cuda:0", "cuda"
   bool present = false;
   std::string backend_name;  // when present
   std::string reason;        // when absent, e.g. "no CUDA driver"

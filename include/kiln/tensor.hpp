@@ -50,10 +50,12 @@ class Tensor {
   explicit Tensor(detail::Handle h) : h_(detail::check_rank(std::move(h), D)) {}
 
   // Creation.
-  static Tensor zeros(const Shape<D>& shape, DType dtype = DType::f32, Device device = Device::cpu()) {
+  static Tensor zeros(const Shape<D>& shape, DType dtype = DType::f32,
+                      Device device = Device::cpu()) {
     return full(shape, 0, dtype, device);
   }
-  static Tensor ones(const Shape<D>& shape, DType dtype = DType::f32, Device device = Device::cpu()) {
+  static Tensor ones(const Shape<D>& shape, DType dtype = DType::f32,
+                     Device device = Device::cpu()) {
     return full(shape, 1, dtype, device);
   }
   template <ScalarValue S>
@@ -63,14 +65,18 @@ class Tensor {
   }
   // From host data in row-major order; data.size() must equal the shape's element count.
   template <class T>
-  static Tensor from_data(std::span<const T> data, const Shape<D>& shape, Device device = Device::cpu()) {
-    return Tensor(detail::from_data(data.data(), data.size(), dtype_of<T>(), detail::to_dims(shape), device));
+  static Tensor from_data(std::span<const T> data, const Shape<D>& shape,
+                          Device device = Device::cpu()) {
+    return Tensor(
+        detail::from_data(data.data(), data.size(), dtype_of<T>(), detail::to_dims(shape), device));
   }
   template <class T>
-  static Tensor from_data(const std::vector<T>& data, const Shape<D>& shape, Device device = Device::cpu()) {
+  static Tensor from_data(const std::vector<T>& data, const Shape<D>& shape,
+                          Device device = Device::cpu()) {
     if constexpr (std::is_same_v<T, bool>) {
       std::vector<std::uint8_t> bytes(data.begin(), data.end());
-      return Tensor(detail::from_data(bytes.data(), bytes.size(), DType::boolean, detail::to_dims(shape), device));
+      return Tensor(detail::from_data(bytes.data(), bytes.size(), DType::boolean,
+                                      detail::to_dims(shape), device));
     } else {
       return from_data(std::span<const T>(data), shape, device);
     }
@@ -87,7 +93,9 @@ class Tensor {
     std::copy_n(detail::shape(h_).begin(), D, s.begin());
     return s;
   }
-  std::int64_t size(int dim) const { return detail::shape(h_)[detail::normalize_dim("size", dim, D)]; }
+  std::int64_t size(int dim) const {
+    return detail::shape(h_)[detail::normalize_dim("size", dim, D)];
+  }
   std::int64_t numel() const { return detail::numel(h_); }
   DType dtype() const { return detail::dtype(h_); }
   Device device() const { return detail::device(h_); }
@@ -110,7 +118,8 @@ class Tensor {
   // The single element of a one-element tensor; throws ShapeError otherwise.
   template <class T = float>
   T item() const {
-    if (numel() != 1) throw ShapeError("item: tensor has " + std::to_string(numel()) + " elements, not 1");
+    if (numel() != 1)
+      throw ShapeError("item: tensor has " + std::to_string(numel()) + " elements, not 1");
     return to_vector<T>()[0];
   }
 
@@ -162,7 +171,9 @@ class Tensor {
   Tensor argmax(int dim, KeepDim) const { return red_keep(detail::Reduction::argmax, dim); }
   Tensor argmin(int dim, KeepDim) const { return red_keep(detail::Reduction::argmin, dim); }
   Tensor softmax(int dim) const { return Tensor(detail::softmax(h_, norm("softmax", dim), false)); }
-  Tensor log_softmax(int dim) const { return Tensor(detail::softmax(h_, norm("log_softmax", dim), true)); }
+  Tensor log_softmax(int dim) const {
+    return Tensor(detail::softmax(h_, norm("log_softmax", dim), true));
+  }
 
   // Shape ops. Negative dims count from the end.
   template <std::size_t E>
@@ -172,31 +183,27 @@ class Tensor {
   Tensor transpose(int d0, int d1) const {
     return Tensor(detail::transpose(h_, norm("transpose", d0), norm("transpose", d1)));
   }
-  Tensor permute(const std::array<int, D>& order) const { return Tensor(detail::permute(h_, order)); }
+  Tensor permute(const std::array<int, D>& order) const {
+    return Tensor(detail::permute(h_, order));
+  }
   Tensor slice(int dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const {
     return Tensor(detail::slice(h_, norm("slice", dim), start, stop, step));
   }
   Tensor<D + 1> unsqueeze(int dim) const {
     return Tensor<D + 1>(detail::unsqueeze(h_, detail::normalize_dim("unsqueeze", dim, D + 1)));
   }
-  Tensor<D - 1> squeeze(int dim) const
-    requires(D > 0)
-  {
+  Tensor<D - 1> squeeze(int dim) const requires(D > 0) {
     return Tensor<D - 1>(detail::squeeze(h_, norm("squeeze", dim)));
   }
   template <std::size_t E>
-  Tensor<E> expand(const Shape<E>& shape) const
-    requires(E >= D)
-  {
+  Tensor<E> expand(const Shape<E>& shape) const requires(E >= D) {
     return Tensor<E>(detail::expand(h_, detail::to_dims(shape)));
   }
 
  private:
   Tensor un(detail::Unary op) const { return Tensor(detail::unary(op, h_)); }
   Tensor<0> all(detail::Reduction op) const { return Tensor<0>(detail::reduce_all(op, h_)); }
-  auto red(detail::Reduction op, int dim) const
-    requires(D > 0)
-  {
+  auto red(detail::Reduction op, int dim) const requires(D > 0) {
     return Tensor<D - 1>(detail::reduce(op, h_, norm(name(op), dim), false));
   }
   Tensor red_keep(detail::Reduction op, int dim) const {
@@ -218,18 +225,18 @@ inline Tensor<1> arange(double start, double stop, double step = 1.0, DType dtyp
 }
 
 // Binary ops broadcast as NumPy; the result has the larger rank.
-#define KILN_BINARY(fn, op)                                                              \
-  template <std::size_t D, std::size_t E>                                                \
-  Tensor<std::max(D, E)> fn(const Tensor<D>& a, const Tensor<E>& b) {                    \
+#define KILN_BINARY(fn, op)                                                                    \
+  template <std::size_t D, std::size_t E>                                                      \
+  Tensor<std::max(D, E)> fn(const Tensor<D>& a, const Tensor<E>& b) {                          \
     return Tensor<std::max(D, E)>(detail::binary(detail::Binary::op, a.handle(), b.handle())); \
-  }                                                                                      \
-  template <std::size_t D, ScalarValue S>                                                \
-  Tensor<D> fn(const Tensor<D>& a, S b) {                                                \
-    return Tensor<D>(detail::binary(detail::Binary::op, a.handle(), detail::scalar(b))); \
-  }                                                                                      \
-  template <std::size_t D, ScalarValue S>                                                \
-  Tensor<D> fn(S a, const Tensor<D>& b) {                                                \
-    return Tensor<D>(detail::binary(detail::Binary::op, detail::scalar(a), b.handle())); \
+  }                                                                                            \
+  template <std::size_t D, ScalarValue S>                                                      \
+  Tensor<D> fn(const Tensor<D>& a, S b) {                                                      \
+    return Tensor<D>(detail::binary(detail::Binary::op, a.handle(), detail::scalar(b)));       \
+  }                                                                                            \
+  template <std::size_t D, ScalarValue S>                                                      \
+  Tensor<D> fn(S a, const Tensor<D>& b) {                                                      \
+    return Tensor<D>(detail::binary(detail::Binary::op, detail::scalar(a), b.handle()));       \
   }
 KILN_BINARY(operator+, add)
 KILN_BINARY(operator-, sub)
@@ -254,8 +261,8 @@ Tensor<std::max({C, D, E})> where(const Tensor<C>& cond, const Tensor<D>& a, con
 
 // Matrix product: rank 2 x rank 2, or batched rank 3 (a rank-2 side or a batch of 1 broadcasts).
 template <std::size_t D, std::size_t E>
-  requires((D == 2 || D == 3) && (E == 2 || E == 3))
-Tensor<std::max(D, E)> matmul(const Tensor<D>& a, const Tensor<E>& b) {
+requires((D == 2 || D == 3) &&
+         (E == 2 || E == 3)) Tensor<std::max(D, E)> matmul(const Tensor<D>& a, const Tensor<E>& b) {
   return Tensor<std::max(D, E)>(detail::matmul(a.handle(), b.handle()));
 }
 

@@ -11,8 +11,9 @@ Device common_device(const char* op, std::initializer_list<const Handle*> ts) {
   Device d = (*ts.begin())->get()->device;
   for (const Handle* t : ts) {
     if (!((*t)->device == d)) {
-      throw DeviceError(fmt::format("{}: tensors on different devices: {} and {} (copy with .to(device))",
-                                    op, d.str(), (*t)->device.str()));
+      throw DeviceError(
+          fmt::format("{}: tensors on different devices: {} and {} (copy with .to(device))", op,
+                      d.str(), (*t)->device.str()));
     }
   }
   return d;
@@ -38,8 +39,8 @@ Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b) {
     std::int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
     std::int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
     if (x != y && x != 1 && y != 1) {
-      throw ShapeError(fmt::format("{}: shapes {} and {} cannot broadcast", op, format_dims(a),
-                                   format_dims(b)));
+      throw ShapeError(
+          fmt::format("{}: shapes {} and {} cannot broadcast", op, format_dims(a), format_dims(b)));
     }
     out[i] = x == 1 ? y : x;
   }
@@ -59,7 +60,8 @@ TensorImpl broadcast_to(const TensorImpl& t, const Dims& shape) {
 
 void check_extents(const char* op, const Dims& shape) {
   for (auto e : shape) {
-    if (e < 0) throw ShapeError(fmt::format("{}: negative dimension {} in {}", op, e, format_dims(shape)));
+    if (e < 0)
+      throw ShapeError(fmt::format("{}: negative dimension {} in {}", op, e, format_dims(shape)));
   }
 }
 

@@ -1,9 +1,9 @@
 // Creating tensors, reading them back, moving them between devices.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "core/ops_common.hpp"
 #include "kiln/error.hpp"
@@ -36,8 +36,9 @@ Handle full(const Dims& shape, Scalar value, DType dtype, Device device) {
 
 Handle arange(double start, double stop, double step, DType dtype, Device device) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step)) {
-    throw ValueError(fmt::format("arange: start {}, stop {}, step {}: need finite values and a nonzero step",
-                                 start, stop, step));
+    throw ValueError(
+        fmt::format("arange: start {}, stop {}, step {}: need finite values and a nonzero step",
+                    start, stop, step));
   }
   if (dtype == DType::boolean) throw DTypeError("arange: dtype bool is not supported");
   double count = std::max(0.0, std::ceil((stop - start) / step));
@@ -51,12 +52,14 @@ Handle arange(double start, double stop, double step, DType dtype, Device device
   p.output(p.binary(ir::Op::add, scaled, p.scalar(dtype)));
   double scalars[] = {scalar_for("arange", step, dtype), scalar_for("arange", start, dtype)};
   if (dtype == DType::i32 && (scalars[0] != step || scalars[1] != start)) {
-    throw ValueError(fmt::format("arange: i32 needs integral start and step, got {} and {}", start, step));
+    throw ValueError(
+        fmt::format("arange: i32 needs integral start and step, got {} and {}", start, step));
   }
   return run_elementwise1(p, {}, scalars, {static_cast<std::int64_t>(count)}, device);
 }
 
-Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& shape, Device device) {
+Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& shape,
+                 Device device) {
   check_extents("from_data", shape);
   if (static_cast<std::int64_t>(count) != numel(shape)) {
     throw ShapeError(fmt::format("from_data: {} values for shape {} ({} elements)", count,
@@ -73,12 +76,14 @@ Handle random(const Dims& shape, const Distribution& dist, Device device, std::u
   RandomSpec spec;
   if (dist.kind == Distribution::Kind::uniform) {
     if (!(std::isfinite(dist.a) && std::isfinite(dist.b) && dist.a <= dist.b)) {
-      throw ValueError(fmt::format("random: uniform({}, {}) needs finite lo <= hi", dist.a, dist.b));
+      throw ValueError(
+          fmt::format("random: uniform({}, {}) needs finite lo <= hi", dist.a, dist.b));
     }
     spec = {RandomSpec::Kind::uniform, dist.a, dist.b};
   } else {
     if (!(std::isfinite(dist.a) && std::isfinite(dist.b) && dist.b >= 0)) {
-      throw ValueError(fmt::format("random: normal({}, {}) needs a finite mean and std >= 0", dist.a, dist.b));
+      throw ValueError(
+          fmt::format("random: normal({}, {}) needs a finite mean and std >= 0", dist.a, dist.b));
     }
     spec = {RandomSpec::Kind::normal, dist.a, dist.b};
   }

@@ -3,10 +3,10 @@
 // Promotion follows PyTorch: bool < i32 < f32; float-valued ops (sin, exp, /, pow, ...) give
 // f32; an integral C++ scalar keeps an i32 tensor i32, a floating one promotes it to f32.
 // Arithmetic on bool computes in i32 (so true + true == 2).
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "core/ops_common.hpp"
 #include "kiln/error.hpp"
@@ -15,17 +15,17 @@ namespace kiln::detail {
 namespace {
 
 ir::Op ir_op(Unary op) {
-  constexpr ir::Op table[] = {ir::Op::neg,  ir::Op::abs,   ir::Op::sin,     ir::Op::cos,
-                              ir::Op::tan,  ir::Op::exp,   ir::Op::log,     ir::Op::sqrt,
+  constexpr ir::Op table[] = {ir::Op::neg,   ir::Op::abs,  ir::Op::sin,     ir::Op::cos,
+                              ir::Op::tan,   ir::Op::exp,  ir::Op::log,     ir::Op::sqrt,
                               ir::Op::rsqrt, ir::Op::tanh, ir::Op::sigmoid, ir::Op::relu,
                               ir::Op::gelu};
   return table[static_cast<int>(op)];
 }
 
 ir::Op ir_op(Binary op) {
-  constexpr ir::Op table[] = {ir::Op::add, ir::Op::sub, ir::Op::mul, ir::Op::div,
-                              ir::Op::minimum, ir::Op::maximum, ir::Op::eq, ir::Op::ne,
-                              ir::Op::lt, ir::Op::le, ir::Op::gt, ir::Op::ge};
+  constexpr ir::Op table[] = {ir::Op::add,     ir::Op::sub,     ir::Op::mul, ir::Op::div,
+                              ir::Op::minimum, ir::Op::maximum, ir::Op::eq,  ir::Op::ne,
+                              ir::Op::lt,      ir::Op::le,      ir::Op::gt,  ir::Op::ge};
   return table[static_cast<int>(op)];
 }
 
@@ -86,23 +86,24 @@ Handle binary(Binary op, const Handle& a, const Handle& b) {
   return binary_program(op, p, x, y, inputs, {}, shape, d);
 }
 
-Handle binary(Binary op, const Handle& a, Scalar b) {
+namespace {
+
+// t op s (scalar_first: s op t), the scalar a parameter of the program.
+Handle binary_scalar(Binary op, const Handle& t, Scalar s, bool scalar_first) {
   ir::Program p;
-  DType st = scalar_dtype(b, a->dtype);
-  std::int32_t x = p.input(a->dtype), y = p.scalar(st);
-  double v = checked_scalar(name(op), b, st);
-  return binary_program(op, p, x, y, std::span<const Handle>(&a, 1), std::span<const double>(&v, 1),
-                        a->shape, a->device);
+  DType st = scalar_dtype(s, t->dtype);
+  std::int32_t x = p.input(t->dtype), y = p.scalar(st);
+  double v = checked_scalar(name(op), s, st);
+  if (scalar_first) std::swap(x, y);
+  return binary_program(op, p, x, y, std::span<const Handle>(&t, 1), std::span<const double>(&v, 1),
+                        t->shape, t->device);
 }
 
-Handle binary(Binary op, Scalar a, const Handle& b) {
-  ir::Program p;
-  DType st = scalar_dtype(a, b->dtype);
-  std::int32_t y = p.input(b->dtype), x = p.scalar(st);
-  double v = checked_scalar(name(op), a, st);
-  return binary_program(op, p, x, y, std::span<const Handle>(&b, 1), std::span<const double>(&v, 1),
-                        b->shape, b->device);
-}
+}  // namespace
+
+Handle binary(Binary op, const Handle& a, Scalar b) { return binary_scalar(op, a, b, false); }
+
+Handle binary(Binary op, Scalar a, const Handle& b) { return binary_scalar(op, b, a, true); }
 
 Handle pow(const Handle& x, double exponent) {
   ir::Program p;
@@ -129,7 +130,8 @@ Handle where(const Handle& cond, const Handle& a, const Handle& b) {
   if (cond->dtype != DType::boolean) {
     throw DTypeError(fmt::format("where: condition must be bool, got {}", dtype_name(cond->dtype)));
   }
-  Dims shape = broadcast_shapes("where", broadcast_shapes("where", cond->shape, a->shape), b->shape);
+  Dims shape =
+      broadcast_shapes("where", broadcast_shapes("where", cond->shape, a->shape), b->shape);
   DType t = promote(a->dtype, b->dtype);
   ir::Program p;
   std::int32_t c = p.input(DType::boolean);

@@ -26,7 +26,8 @@ Handle matmul(const Handle& a, const Handle& b) {
   Device d = common_device("matmul", {&a, &b});
   for (const Handle* t : {&a, &b}) {
     if ((*t)->dtype != DType::f32) {
-      throw DTypeError(fmt::format("matmul: only f32 is supported, got {}", dtype_name((*t)->dtype)));
+      throw DTypeError(
+          fmt::format("matmul: only f32 is supported, got {}", dtype_name((*t)->dtype)));
     }
     if ((*t)->rank() != 2 && (*t)->rank() != 3) {
       throw ShapeError(fmt::format("matmul: needs rank 2 or 3, got {}", format_dims((*t)->shape)));

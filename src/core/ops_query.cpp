@@ -38,4 +38,20 @@ const char* reduce_name(ReduceOp op) {
   return names[static_cast<int>(op)];
 }
 
+DType reduce_result_dtype(ReduceOp op, DType in) {
+  switch (op) {
+    case ReduceOp::sum:
+      return in == DType::f32 ? DType::f32 : DType::i32;
+    case ReduceOp::mean:
+      return DType::f32;
+    case ReduceOp::max:
+    case ReduceOp::min:
+      return in;
+    case ReduceOp::argmax:
+    case ReduceOp::argmin:
+      return DType::i32;
+  }
+  return in;
+}
+
 }  // namespace kiln::detail

@@ -7,36 +7,25 @@
 namespace kiln::detail {
 namespace {
 
-ReduceOp backend_op(Reduction op) { return static_cast<ReduceOp>(op); }
-
-DType result_dtype(Reduction op, DType in) {
-  switch (op) {
-    case Reduction::sum: return in == DType::f32 ? DType::f32 : DType::i32;
-    case Reduction::mean: return DType::f32;
-    case Reduction::max:
-    case Reduction::min: return in;
-    case Reduction::argmax:
-    case Reduction::argmin: return DType::i32;
-  }
-  return in;
-}
-
 bool needs_identity(Reduction op) { return op != Reduction::sum && op != Reduction::mean; }
 
 // Reduces into a contiguous tensor of x's rank with the reduced dims set to 1.
 Handle reduce_keep(Reduction op, const Handle& x, int dim) {
-  const char* name = reduce_name(backend_op(op));
+  const char* name = reduce_name(op);
   Dims out_shape = x->shape;
-  if (dim >= 0) out_shape[dim] = 1;
-  else out_shape.assign(out_shape.size(), 1);
+  if (dim >= 0)
+    out_shape[dim] = 1;
+  else
+    out_shape.assign(out_shape.size(), 1);
   std::int64_t reduced = dim >= 0 ? x->shape[dim] : x->numel();
   if (needs_identity(op) && reduced == 0 && numel(out_shape) > 0) {
     throw ValueError(fmt::format("{}: cannot reduce over zero elements (shape {}, {})", name,
-                                 format_dims(x->shape), dim >= 0 ? fmt::format("dim {}", dim) : "all"));
+                                 format_dims(x->shape),
+                                 dim >= 0 ? fmt::format("dim {}", dim) : "all"));
   }
   Backend& be = backend_of(x->device);
-  Handle out = be.empty(out_shape, result_dtype(op, x->dtype));
-  if (out->numel() > 0) be.reduce(backend_op(op), *x, dim, *out);
+  Handle out = be.empty(out_shape, reduce_result_dtype(op, x->dtype));
+  if (out->numel() > 0) be.reduce(op, *x, dim, *out);
   return out;
 }
 

@@ -1,9 +1,9 @@
 // Shape ops. transpose, permute, slice, expand, unsqueeze, squeeze and reshape of a contiguous
 // tensor are views; reshape of a strided tensor and cat copy.
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "core/ops_common.hpp"
 #include "kiln/error.hpp"
@@ -18,11 +18,14 @@ Handle reshape(const Handle& x, const Dims& shape) {
   }
   std::int64_t known = 1;
   for (auto e : target) {
-    if (e < -1) throw ShapeError(fmt::format("reshape: negative dimension {} in {}", e, format_dims(shape)));
+    if (e < -1)
+      throw ShapeError(fmt::format("reshape: negative dimension {} in {}", e, format_dims(shape)));
     if (e != -1) known *= e;
   }
   if (infer != target.end()) {
-    if (known == 0) throw ShapeError(fmt::format("reshape: cannot infer -1 in {} for zero elements", format_dims(shape)));
+    if (known == 0)
+      throw ShapeError(
+          fmt::format("reshape: cannot infer -1 in {} for zero elements", format_dims(shape)));
     *infer = x->numel() / known;
   }
   if (numel(target) != x->numel()) {
@@ -47,8 +50,8 @@ Handle permute(const Handle& x, std::span<const int> order) {
   for (int i = 0; i < r; ++i) {
     int d = order[i] < 0 ? order[i] + r : order[i];
     if (d < 0 || d >= r || seen[d]) {
-      throw ValueError(fmt::format("permute: [{}] is not a permutation of {} dims",
-                                   fmt::join(order, ", "), r));
+      throw ValueError(
+          fmt::format("permute: [{}] is not a permutation of {} dims", fmt::join(order, ", "), r));
     }
     seen[d] = true;
     shape[i] = x->shape[d];
@@ -97,9 +100,11 @@ Handle expand(const Handle& x, const Dims& shape) {
     std::int64_t have = i < lead ? 1 : x->shape[i - lead];
     if (shape[i] == -1 && i >= lead) target[i] = have;
     if (target[i] != have && have != 1) {
-      throw ShapeError(fmt::format("expand: cannot expand {} to {}", format_dims(x->shape), format_dims(shape)));
+      throw ShapeError(
+          fmt::format("expand: cannot expand {} to {}", format_dims(x->shape), format_dims(shape)));
     }
-    if (target[i] < 0) throw ShapeError(fmt::format("expand: negative dimension in {}", format_dims(shape)));
+    if (target[i] < 0)
+      throw ShapeError(fmt::format("expand: negative dimension in {}", format_dims(shape)));
   }
   TensorImpl v = broadcast_to(*x, target);
   return view(*x, v.shape, v.strides, x->offset);
@@ -113,7 +118,8 @@ Handle cat(std::span<const Handle> xs, int dim) {
   for (const Handle& x : xs) {
     common_device("cat", {&first, &x});
     if (x->dtype != first->dtype) {
-      throw DTypeError(fmt::format("cat: dtypes differ: {} and {}", dtype_name(first->dtype), dtype_name(x->dtype)));
+      throw DTypeError(fmt::format("cat: dtypes differ: {} and {}", dtype_name(first->dtype),
+                                   dtype_name(x->dtype)));
     }
     for (int d = 0; d < first->rank(); ++d) {
       if (d != dim && x->shape[d] != first->shape[d]) {

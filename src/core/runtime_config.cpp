@@ -94,10 +94,14 @@ std::vector<FeatureState> features() {
   auto add = [&](std::string name, bool compiled, bool on, bool from_env, const char* var,
                  std::string built_why) {
     std::string why;
-    if (!compiled) why = built_why;
-    else if (on) why = "on";
-    else if (from_env) why = std::string(var) + " in the environment";
-    else why = "switched off by kiln::set_config";
+    if (!compiled)
+      why = built_why;
+    else if (on)
+      why = "on";
+    else if (from_env)
+      why = std::string(var) + " in the environment";
+    else
+      why = "switched off by kiln::set_config";
     out.push_back({std::move(name), compiled, compiled && on, why});
   };
   add("simd", kSimdCompiled, s.cfg.simd, s.src.simd_from_env, "KILN_SIMD=0",

@@ -42,7 +42,8 @@ struct TensorImpl {
   bool is_contiguous() const;  // row-major dense, any offset
   // The address of element 0 (buffer start plus offset).
   void* data() const {
-    return static_cast<char*>(buffer->data()) + offset * static_cast<std::int64_t>(dtype_size(dtype));
+    return static_cast<char*>(buffer->data()) +
+           offset * static_cast<std::int64_t>(dtype_size(dtype));
   }
 };
 

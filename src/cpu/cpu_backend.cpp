@@ -22,7 +22,9 @@ const KernelTable& live_kernels() {
 
 std::string CpuBackend::name() const { return std::string("cpu<") + live_kernels().target + ">"; }
 
-detail::Handle CpuBackend::empty(const Dims& shape, DType dtype) { return host_empty(shape, dtype); }
+detail::Handle CpuBackend::empty(const Dims& shape, DType dtype) {
+  return host_empty(shape, dtype);
+}
 
 void CpuBackend::upload(const void* src, const detail::TensorImpl& t) {
   std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);

@@ -7,8 +7,10 @@
 
 namespace kiln::cpu {
 
-void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, const detail::TensorImpl& out);
-void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, const detail::TensorImpl& out);
+void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+            const detail::TensorImpl& out);
+void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
+            const detail::TensorImpl& out);
 void random(const detail::RandomSpec& spec, std::uint64_t seed, const detail::TensorImpl& out);
 
 }  // namespace kiln::cpu

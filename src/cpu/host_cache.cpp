@@ -1,12 +1,12 @@
 #include "cpu/host_cache.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 namespace kiln::cpu {
 namespace {
@@ -35,7 +35,8 @@ class Cache {
   Cache() {
     // Keep at most an eighth of physical memory (and at most 4 GiB) in freed blocks.
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    std::size_t phys = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : std::size_t{1} << 32;
+    std::size_t phys =
+        pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : std::size_t{1} << 32;
     limit_ = std::min(phys / 8, std::size_t{4} << 30);
   }
 

@@ -527,23 +527,6 @@ void dispatch(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) 
   }
 }
 
-// What op over `in` writes (the front end's table in src/core/ops_reduce.cpp).
-DType result_dtype(ReduceOp op, DType in) {
-  switch (op) {
-    case ReduceOp::sum:
-      return in == DType::f32 ? DType::f32 : DType::i32;
-    case ReduceOp::mean:
-      return DType::f32;
-    case ReduceOp::max:
-    case ReduceOp::min:
-      return in;
-    case ReduceOp::argmax:
-    case ReduceOp::argmin:
-      return DType::i32;
-  }
-  return in;
-}
-
 }  // namespace
 
 void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
@@ -561,7 +544,7 @@ void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
     throw ShapeError(name + ": output " + format_dims(out.shape) + " for " + where +
                      " (expected a contiguous " + format_dims(want) + ")");
   }
-  const DType result = result_dtype(op, x.dtype);
+  const DType result = detail::reduce_result_dtype(op, x.dtype);
   if (out.dtype != result) {
     throw DTypeError(name + " of " + dtype_name(x.dtype) + " writes " + dtype_name(result) +
                      ", but the output is " + dtype_name(out.dtype));

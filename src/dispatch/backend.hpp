@@ -11,11 +11,16 @@
 
 #include "core/tensor_impl.hpp"
 #include "ir/program.hpp"
+#include "kiln/detail/ops.hpp"
 
 namespace kiln::detail {
 
-enum class ReduceOp : std::uint8_t { sum, mean, max, min, argmax, argmin };
+// The front end's reduction names the backend op too.
+using ReduceOp = Reduction;
 const char* reduce_name(ReduceOp op);
+// The dtype `op` over an `in` tensor writes: sum keeps f32 and sums i32/bool to i32, mean is
+// f32, max/min keep the dtype, argmax/argmin give i32 indices.
+DType reduce_result_dtype(ReduceOp op, DType in);
 
 struct RandomSpec {
   enum class Kind : std::uint8_t { uniform, normal } kind = Kind::uniform;
@@ -41,7 +46,8 @@ class Backend {
   // Runs the program for every element of the outputs' common shape. Every input has that
   // shape (broadcast dims have stride 0); outputs may be strided views (cat writes slices).
   virtual void elementwise(const ir::Program& program, std::span<const TensorImpl* const> inputs,
-                           std::span<const double> scalars, std::span<const TensorImpl* const> outputs) = 0;
+                           std::span<const double> scalars,
+                           std::span<const TensorImpl* const> outputs) = 0;
   // Reduces x over `dim` (or over all elements when dim < 0) into out, which has x's shape
   // with that dim set to 1 (all dims 1 when dim < 0), contiguous. arg* write i32 indices.
   virtual void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) = 0;

@@ -39,7 +39,9 @@ std::string Device::str() const {
   return kind_ == Kind::cpu ? "cpu" : "cuda:" + std::to_string(index_);
 }
 
-std::string Device::backend_name() const { return "dispatch<" + detail::backend(*this).name() + ">"; }
+std::string Device::backend_name() const {
+  return "dispatch<" + detail::backend(*this).name() + ">";
+}
 
 void Device::sync() const { detail::backend(*this).sync(); }
 

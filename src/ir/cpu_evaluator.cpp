@@ -12,7 +12,8 @@
 namespace kiln::ir {
 
 CoalescedLayout coalesce(const Dims& shape, const std::vector<const Dims*>& strides) {
-  if (shape.size() > 16) throw ShapeError("element-wise: rank " + std::to_string(shape.size()) + " exceeds 16");
+  if (shape.size() > 16)
+    throw ShapeError("element-wise: rank " + std::to_string(shape.size()) + " exceeds 16");
   CoalescedLayout out;
   out.strides.resize(strides.size());
   for (std::size_t d = 0; d < shape.size(); ++d) {
@@ -57,30 +58,36 @@ Access access(const TensorImpl& t, const CoalescedLayout& layout, std::size_t wh
 
 // Reads [start, start + len) of a tensor into 32-bit lanes (bool widens to 0/1).
 void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst) {
-  for_each_run(shape, *a.strides, start, len, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
-    if (a.dtype == DType::boolean) {
-      const auto* src = reinterpret_cast<const std::uint8_t*>(a.base) + off;
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st] != 0;
-    } else {
-      const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
-      if (st == 1) std::memcpy(dst, src, n * sizeof(Lane));
-      else for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st];
-    }
-    dst += n;
-  });
+  for_each_run(shape, *a.strides, start, len,
+               [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+                 if (a.dtype == DType::boolean) {
+                   const auto* src = reinterpret_cast<const std::uint8_t*>(a.base) + off;
+                   for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st] != 0;
+                 } else {
+                   const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
+                   if (st == 1)
+                     std::memcpy(dst, src, n * sizeof(Lane));
+                   else
+                     for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st];
+                 }
+                 dst += n;
+               });
 }
 
 // Writes 32-bit lanes (or one lane repeated, when splat) to [start, start + len) of a tensor.
 void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len,
              const Lane* src, bool splat) {
-  for_each_run(shape, *a.strides, start, len, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      Lane v = src[splat ? 0 : i];
-      if (a.dtype == DType::boolean) reinterpret_cast<std::uint8_t*>(a.base)[off + i * st] = v != 0;
-      else reinterpret_cast<Lane*>(a.base)[off + i * st] = v;
-    }
-    if (!splat) src += n;
-  });
+  for_each_run(shape, *a.strides, start, len,
+               [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+                 for (std::int64_t i = 0; i < n; ++i) {
+                   Lane v = src[splat ? 0 : i];
+                   if (a.dtype == DType::boolean)
+                     reinterpret_cast<std::uint8_t*>(a.base)[off + i * st] = v != 0;
+                   else
+                     reinterpret_cast<Lane*>(a.base)[off + i * st] = v;
+                 }
+                 if (!splat) src += n;
+               });
 }
 
 Lane scalar_lane(double v, DType t) {
@@ -152,12 +159,14 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
   for (auto* t : outputs) all_strides.push_back(&t->strides);
   const CoalescedLayout layout = coalesce(shape, all_strides);
   std::vector<Access> in_access, out_access;
-  for (std::size_t i = 0; i < inputs.size(); ++i) in_access.push_back(access(*inputs[i], layout, i));
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    in_access.push_back(access(*inputs[i], layout, i));
   for (std::size_t i = 0; i < outputs.size(); ++i)
     out_access.push_back(access(*outputs[i], layout, inputs.size() + i));
 
   std::vector<Lane> scalar_lanes(scalars.size());
-  for (std::size_t i = 0; i < scalars.size(); ++i) scalar_lanes[i] = scalar_lane(scalars[i], p.scalars[i]);
+  for (std::size_t i = 0; i < scalars.size(); ++i)
+    scalar_lanes[i] = scalar_lane(scalars[i], p.scalars[i]);
 
   const int n = static_cast<int>(p.nodes.size());
   int n_slots = 0;
@@ -173,62 +182,68 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
   }
 
   const std::int64_t n_blocks = (total + kBlock - 1) / kBlock;
-  cpu::parallel_for(n_blocks, std::max<std::int64_t>(1, (1 << 16) / kBlock), [&](std::int64_t b0, std::int64_t b1) {
-    std::vector<Lane> scratch(static_cast<std::size_t>(n_slots) * kBlock);
-    std::vector<cpu::Lanes> value(n);
-    for (std::int64_t blk = b0; blk < b1; ++blk) {
-      const std::int64_t start = blk * kBlock;
-      const std::int64_t len = std::min(kBlock, total - start);
-      for (int i = 0; i < n; ++i) {
-        const Node& node = p.nodes[i];
-        Lane* buf = scratch.data() + static_cast<std::size_t>(slot_of[i]) * kBlock;
-        switch (node.op) {
-          case Op::input: {
-            const Access& a = in_access[node.a];
-            if (a.splat) {
-              gather(a, layout.shape, 0, 1, buf);
-              value[i] = {buf, true};
-            } else if (a.dense && a.dtype != DType::boolean) {
-              value[i] = {a.base + start * sizeof(Lane), false};  // read in place
-            } else {
-              gather(a, layout.shape, start, len, buf);
-              value[i] = {buf, false};
+  cpu::parallel_for(
+      n_blocks, std::max<std::int64_t>(1, (1 << 16) / kBlock),
+      [&](std::int64_t b0, std::int64_t b1) {
+        std::vector<Lane> scratch(static_cast<std::size_t>(n_slots) * kBlock);
+        std::vector<cpu::Lanes> value(n);
+        for (std::int64_t blk = b0; blk < b1; ++blk) {
+          const std::int64_t start = blk * kBlock;
+          const std::int64_t len = std::min(kBlock, total - start);
+          for (int i = 0; i < n; ++i) {
+            const Node& node = p.nodes[i];
+            Lane* buf = scratch.data() + static_cast<std::size_t>(slot_of[i]) * kBlock;
+            switch (node.op) {
+              case Op::input: {
+                const Access& a = in_access[node.a];
+                if (a.splat) {
+                  gather(a, layout.shape, 0, 1, buf);
+                  value[i] = {buf, true};
+                } else if (a.dense && a.dtype != DType::boolean) {
+                  value[i] = {a.base + start * sizeof(Lane), false};  // read in place
+                } else {
+                  gather(a, layout.shape, start, len, buf);
+                  value[i] = {buf, false};
+                }
+                continue;
+              }
+              case Op::scalar:
+                value[i] = {&scalar_lanes[node.a], true};
+                continue;
+              case Op::index: {
+                auto* idx = reinterpret_cast<std::int32_t*>(buf);
+                for (std::int64_t j = 0; j < len; ++j)
+                  idx[j] = static_cast<std::int32_t>(start + j);
+                value[i] = {buf, false};
+                continue;
+              }
+              default:
+                break;
             }
-            continue;
+            const int ar = arity(node.op);
+            bool all_splat = value[node.a].splat && (ar < 2 || value[node.b].splat) &&
+                             (ar < 3 || value[node.c].splat);
+            const std::size_t count = all_splat ? 1 : static_cast<std::size_t>(len);
+            Lane* out = buf;
+            if (!all_splat && direct_output[i] >= 0) {
+              out = reinterpret_cast<Lane*>(out_access[direct_output[i]].base) + start;
+            }
+            if (ar == 1)
+              k.unary(node.op, p.dtype(node.a), node.dtype, value[node.a], out, count);
+            else if (ar == 2)
+              k.binary(node.op, p.dtype(node.a), value[node.a], value[node.b], out, count);
+            else
+              k.where(node.dtype, value[node.a], value[node.b], value[node.c], out, count);
+            value[i] = {out, all_splat};
           }
-          case Op::scalar:
-            value[i] = {&scalar_lanes[node.a], true};
-            continue;
-          case Op::index: {
-            auto* idx = reinterpret_cast<std::int32_t*>(buf);
-            for (std::int64_t j = 0; j < len; ++j) idx[j] = static_cast<std::int32_t>(start + j);
-            value[i] = {buf, false};
-            continue;
+          for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+            const int node = p.outputs[o];
+            if (direct_output[node] == static_cast<int>(o) && !value[node].splat) continue;
+            scatter(out_access[o], layout.shape, start, len,
+                    static_cast<const Lane*>(value[node].p), value[node].splat);
           }
-          default:
-            break;
         }
-        const int ar = arity(node.op);
-        bool all_splat = value[node.a].splat && (ar < 2 || value[node.b].splat) &&
-                         (ar < 3 || value[node.c].splat);
-        const std::size_t count = all_splat ? 1 : static_cast<std::size_t>(len);
-        Lane* out = buf;
-        if (!all_splat && direct_output[i] >= 0) {
-          out = reinterpret_cast<Lane*>(out_access[direct_output[i]].base) + start;
-        }
-        if (ar == 1) k.unary(node.op, p.dtype(node.a), node.dtype, value[node.a], out, count);
-        else if (ar == 2) k.binary(node.op, p.dtype(node.a), value[node.a], value[node.b], out, count);
-        else k.where(node.dtype, value[node.a], value[node.b], value[node.c], out, count);
-        value[i] = {out, all_splat};
-      }
-      for (std::size_t o = 0; o < p.outputs.size(); ++o) {
-        const int node = p.outputs[o];
-        if (direct_output[node] == static_cast<int>(o) && !value[node].splat) continue;
-        scatter(out_access[o], layout.shape, start, len, static_cast<const Lane*>(value[node].p),
-                value[node].splat);
-      }
-    }
-  });
+      });
 }
 
 }  // namespace kiln::ir

@@ -16,10 +16,9 @@ int arity(Op op) {
 
 const char* op_name(Op op) {
   static constexpr const char* names[] = {
-      "input", "scalar", "index", "neg",     "abs",     "relu", "sin", "cos", "tan",
-      "exp",   "log",    "sqrt",  "rsqrt",   "tanh",    "sigmoid", "gelu", "cast", "add",
-      "sub",   "mul",    "div",   "pow",     "minimum", "maximum", "eq",  "ne",  "lt",
-      "le",    "gt",     "ge",    "where"};
+      "input",   "scalar",  "index", "neg",     "abs",  "relu", "sin", "cos", "tan",  "exp", "log",
+      "sqrt",    "rsqrt",   "tanh",  "sigmoid", "gelu", "cast", "add", "sub", "mul",  "div", "pow",
+      "minimum", "maximum", "eq",    "ne",      "lt",   "le",   "gt",  "ge",  "where"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(Op::where) + 1);
   return names[static_cast<int>(op)];
 }

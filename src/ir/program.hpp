@@ -21,18 +21,34 @@ enum class Op : std::uint8_t {
   scalar,  // a = scalar slot
   index,   // the output element's linear (row-major) index, as i32
   // unary (a); dtype f32 unless noted
-  neg,      // f32, i32
-  abs,      // f32, i32
-  relu,     // f32, i32
-  sin, cos, tan, exp, log, sqrt, rsqrt, tanh, sigmoid,
-  gelu,     // exact: x * Phi(x), as PyTorch's default
-  cast,     // operand dtype -> node dtype
+  neg,   // f32, i32
+  abs,   // f32, i32
+  relu,  // f32, i32
+  sin,
+  cos,
+  tan,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  tanh,
+  sigmoid,
+  gelu,  // exact: x * Phi(x), as PyTorch's default
+  cast,  // operand dtype -> node dtype
   // binary (a, b); operands have the node's dtype unless noted
-  add, sub, mul,  // f32, i32 (i32 wraps)
-  div,            // f32
-  pow,            // f32
-  minimum, maximum,  // f32, i32; NaN propagates as NumPy's
-  eq, ne, lt, le, gt, ge,  // operands f32 or i32 (both the same), node bool
+  add,
+  sub,
+  mul,  // f32, i32 (i32 wraps)
+  div,  // f32
+  pow,  // f32
+  minimum,
+  maximum,  // f32, i32; NaN propagates as NumPy's
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,  // operands f32 or i32 (both the same), node bool
   // ternary
   where,  // a bool; b, c the node's dtype
 };
@@ -48,9 +64,9 @@ struct Node {
 };
 
 struct Program {
-  std::vector<DType> inputs;      // dtype of each input slot
-  std::vector<DType> scalars;     // dtype of each scalar slot
-  std::vector<Node> nodes;        // topological order
+  std::vector<DType> inputs;          // dtype of each input slot
+  std::vector<DType> scalars;         // dtype of each scalar slot
+  std::vector<Node> nodes;            // topological order
   std::vector<std::int32_t> outputs;  // node ids, one per output tensor
 
   std::int32_t input(DType t);

@@ -19,7 +19,9 @@ struct Distribution {
   double a, b;
   // Uniform on [lo, hi).
   static Distribution uniform(double lo = 0.0, double hi = 1.0) { return {Kind::uniform, lo, hi}; }
-  static Distribution normal(double mean = 0.0, double std = 1.0) { return {Kind::normal, mean, std}; }
+  static Distribution normal(double mean = 0.0, double std = 1.0) {
+    return {Kind::normal, mean, std};
+  }
 };
 
 namespace detail {
@@ -28,7 +30,19 @@ struct TensorImpl;
 using Handle = std::shared_ptr<const TensorImpl>;
 
 enum class Unary : unsigned char {
-  neg, abs, sin, cos, tan, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, gelu
+  neg,
+  abs,
+  sin,
+  cos,
+  tan,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  tanh,
+  sigmoid,
+  relu,
+  gelu
 };
 enum class Binary : unsigned char { add, sub, mul, div, minimum, maximum, eq, ne, lt, le, gt, ge };
 enum class Reduction : unsigned char { sum, mean, max, min, argmax, argmin };
@@ -51,7 +65,8 @@ bool is_contiguous(const Handle& t);
 // Creation.
 Handle full(const Dims& shape, Scalar value, DType dtype, Device device);
 Handle arange(double start, double stop, double step, DType dtype, Device device);
-Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& shape, Device device);
+Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& shape,
+                 Device device);
 Handle random(const Dims& shape, const Distribution& dist, Device device, std::uint64_t seed);
 
 // Read-back (waits for the device): the elements in row-major order.

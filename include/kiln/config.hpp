@@ -29,6 +29,24 @@ struct FeatureState {
 // Every feature kiln knows, compiled-in or not, live or not, and why.
 std::vector<FeatureState> features();
 
+// The precision of float32 matrix products on devices that offer a choice, as PyTorch's
+// torch.set_float32_matmul_precision and JAX's default precision:
+//   highest: strict fp32 (the default); every product and sum rounds as float does.
+//   high:    TF32 tensor cores on CUDA: operands rounded to 10 mantissa bits, fp32 accumulation;
+//            relative error about 2^-11 * sqrt(k) of the sum of |a||b| (docs/accuracy.md).
+// The CPU computes in strict fp32 under both.
+enum class Precision { highest, high };
+void set_float32_matmul_precision(Precision p);
+Precision float32_matmul_precision();
+
+// Kernels this process compiled at run time (NVRTC) and the seconds that took: what the first
+// call of a workload pays, and what the persistent store removes.
+struct CompileStats {
+  long long kernels = 0;
+  double seconds = 0;
+};
+CompileStats compile_stats();
+
 std::string version();
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "dispatch/registry.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -110,9 +111,25 @@ std::vector<FeatureState> features() {
       "built with -DKILN_THREADS=OFF");
   for (const char* pending : {"fusion", "autotune", "persistence"})
     out.push_back({pending, false, false, "not implemented yet"});
-  out.push_back({"cuda", false, false, "the CUDA backend is not implemented yet"});
+  const std::string cuda_why = detail::cuda_absent_reason(0);
+  out.push_back(
+      {"cuda", KILN_WITH_CUDA != 0, cuda_why.empty(), cuda_why.empty() ? "on" : cuda_why});
   return out;
 }
+
+namespace {
+std::atomic<Precision> matmul_precision{Precision::highest};
+}
+
+void set_float32_matmul_precision(Precision p) {
+  if (p != Precision::highest && p != Precision::high) {
+    throw ValueError(
+        "set_float32_matmul_precision: expected Precision::highest or Precision::high");
+  }
+  matmul_precision.store(p, std::memory_order_relaxed);
+}
+
+Precision float32_matmul_precision() { return matmul_precision.load(std::memory_order_relaxed); }
 
 std::string version() { return KILN_VERSION; }
 

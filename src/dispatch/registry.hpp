@@ -10,5 +10,7 @@ Backend& backend(Device device);
 
 // Why CUDA device `index` is absent, or empty when it is present.
 std::string cuda_absent_reason(int index);
+// The number of CUDA devices kiln can use (0 without the backend, a driver or a device).
+int cuda_device_count();
 
 }  // namespace kiln::detail

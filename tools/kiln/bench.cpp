@@ -21,14 +21,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Timing {
-  double first_s = 0;   // the first call: it pays for any compilation, tuning and warm-up
-  double min_s = 0;     // of the next `runs` calls
-  double median_s = 0;  // of the next `runs` calls
+  double first_s = 0;          // the first call: it pays for any compilation, tuning and warm-up
+  CompileStats first_compile;  // the run-time compilation inside the first call
+  double min_s = 0;            // of the next `runs` calls
+  double median_s = 0;         // of the next `runs` calls
   int runs = 0;
 };
 
 struct WorkloadResult {
-  std::string name;
+  std::string name;       // "chain8", "matmul"
+  std::string precision;  // matmul: "highest" or "high" (TF32); empty otherwise
   std::int64_t rows = 0, cols = 0;
   Timing timing;
 };
@@ -60,8 +62,11 @@ Timing measure(const Device& device, int runs, Call&& call, Check&& check) {
   Timing t;
   t.runs = runs;
   {
+    const CompileStats before = compile_stats();
     auto [seconds, result] = timed_call();
+    const CompileStats after = compile_stats();
     t.first_s = seconds;
+    t.first_compile = {after.kernels - before.kernels, after.seconds - before.seconds};
     check(result);
   }
   std::vector<double> samples;
@@ -128,8 +133,9 @@ void check_chain8(const std::string& device, const std::vector<float>& x, const 
 // Compares sampled elements of a*b with float64 dot products. The tolerance is the classic
 // worst-case bound for a k-term float dot product, k * 2^-24 * sum|a_ik b_kj|, doubled: any
 // correct float32 GEMM meets it, while a wrong index or a missing block misses it by far.
+// Under Precision::high (TF32) operands keep 10 mantissa bits, so the bound is 2^-10 relative.
 void check_matmul(const std::string& device, const std::vector<float>& a,
-                  const std::vector<float>& b, const Tensor<2>& c) {
+                  const std::vector<float>& b, const Tensor<2>& c, bool tf32) {
   constexpr std::int64_t n = kMatmulSide;
   check_shape("matmul", device, c, n, n);
   const std::vector<float> got = c.to_vector<float>();
@@ -141,7 +147,8 @@ void check_matmul(const std::string& device, const std::vector<float>& a,
       want += p;
       magnitude += std::abs(p);
     }
-    const double tolerance = 2.0 * static_cast<double>(n) * 0x1p-24 * magnitude + 1e-30;
+    const double tolerance =
+        (tf32 ? 0x1p-10 : 2.0 * static_cast<double>(n) * 0x1p-24) * magnitude + 1e-30;
     const double diff = std::abs(static_cast<double>(got[flat]) - want);
     if (!(diff <= tolerance)) {
       throw CheckError(fmt::format(
@@ -159,19 +166,23 @@ WorkloadResult run_chain8(const Device& device, int runs) {
   const Timing t = measure(
       device, runs, [&] { return chain8(x); },
       [&](const Tensor<2>& z) { check_chain8(where, x_host, z); });
-  return {"chain8", kChainSide, kChainSide, t};
+  return {"chain8", "", kChainSide, kChainSide, t};
 }
 
-WorkloadResult run_matmul(const Device& device, int runs) {
+WorkloadResult run_matmul(const Device& device, int runs, Precision precision) {
   const Shape<2> shape{kMatmulSide, kMatmulSide};
   const auto a = Tensor<2>::random(shape, Distribution::uniform(0, 1), device, 2);
   const auto b = Tensor<2>::random(shape, Distribution::uniform(0, 1), device, 3);
   const std::vector<float> a_host = a.to_vector<float>(), b_host = b.to_vector<float>();
   const std::string where = device.str();
+  const bool tf32 = precision == Precision::high;
+  const Precision saved = float32_matmul_precision();
+  set_float32_matmul_precision(precision);
   const Timing t = measure(
       device, runs, [&] { return matmul(a, b); },
-      [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c); });
-  return {"matmul", kMatmulSide, kMatmulSide, t};
+      [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c, tf32); });
+  set_float32_matmul_precision(saved);
+  return {"matmul", tf32 ? "high" : "highest", kMatmulSide, kMatmulSide, t};
 }
 
 // The seed's unit rule: milliseconds with two decimals, microseconds below one millisecond.
@@ -180,11 +191,19 @@ std::string format_duration(double seconds) {
   return fmt::format("{:.2f}ms", seconds * 1e3);
 }
 
+// The seed's line; a matmul under Precision::high says so, and a first call that compiled
+// kernels says how much of it that was.
 std::string text_line(const WorkloadResult& w) {
   const Timing& t = w.timing;
-  return fmt::format("{} {}x{} f32: first {}, next {} min {} median {}", w.name, w.rows, w.cols,
-                     format_duration(t.first_s), t.runs, format_duration(t.min_s),
-                     format_duration(t.median_s));
+  std::string line =
+      fmt::format("{} {}x{} f32{}: first {}, next {} min {} median {}", w.name, w.rows, w.cols,
+                  w.precision == "high" ? " tf32" : "", format_duration(t.first_s), t.runs,
+                  format_duration(t.min_s), format_duration(t.median_s));
+  if (t.first_compile.kernels > 0) {
+    line += fmt::format(" (first call compiled {} kernels in {})", t.first_compile.kernels,
+                        format_duration(t.first_compile.seconds));
+  }
+  return line;
 }
 
 std::string json_string(std::string_view s) {
@@ -225,10 +244,13 @@ std::string json_report(const std::vector<DeviceResult>& results) {
       if (!workloads.empty()) workloads += ", ";
       // {} prints the shortest text that reads back as the same double: valid JSON numbers.
       workloads += fmt::format(
-          "{{\"name\": {}, \"shape\": [{}, {}], \"dtype\": \"f32\", \"first_s\": {}, "
-          "\"min_s\": {}, \"median_s\": {}, \"runs\": {}}}",
-          json_string(w.name), w.rows, w.cols, w.timing.first_s, w.timing.min_s, w.timing.median_s,
-          w.timing.runs);
+          "{{\"name\": {}, \"shape\": [{}, {}], \"dtype\": \"f32\", {}\"first_s\": {}, "
+          "\"min_s\": {}, \"median_s\": {}, \"runs\": {}, \"first_compiles\": {}, "
+          "\"first_compile_s\": {}}}",
+          json_string(w.name), w.rows, w.cols,
+          w.precision.empty() ? "" : fmt::format("\"precision\": {}, ", json_string(w.precision)),
+          w.timing.first_s, w.timing.min_s, w.timing.median_s, w.timing.runs,
+          w.timing.first_compile.kernels, w.timing.first_compile.seconds);
     }
     if (!devices.empty()) devices += ", ";
     devices += fmt::format("{{\"device\": {}, \"name\": {}, \"workloads\": [{}]}}",
@@ -281,13 +303,18 @@ void run_bench(const BenchOptions& options) {
       fmt::print("name = {}\n", r.backend);
       std::fflush(stdout);  // each line appears as soon as it is measured
     }
-    for (auto* workload : {&run_chain8, &run_matmul}) {
-      r.workloads.push_back(workload(device, options.runs));
+    auto report = [&](WorkloadResult w) {
+      r.workloads.push_back(std::move(w));
       if (!options.json) {
         fmt::print("{}\n", text_line(r.workloads.back()));
         std::fflush(stdout);
       }
-    }
+    };
+    report(run_chain8(device, options.runs));
+    report(run_matmul(device, options.runs, Precision::highest));
+    // The CPU computes strict fp32 under either precision; CUDA has TF32 tensor cores.
+    if (device.kind() == Device::Kind::cuda)
+      report(run_matmul(device, options.runs, Precision::high));
     results.push_back(std::move(r));
   }
   if (options.json) fmt::print("{}\n", json_report(results));

@@ -1,0 +1,60 @@
+#include "cuda/cuda_backend.hpp"
+
+#include "cuda/check.hpp"
+#include "cuda/cuda_ops.hpp"
+#include "cuda/device_memory.hpp"
+
+namespace kiln::cuda {
+
+CudaBackend::CudaBackend(int index) : ctx_(context(index)), device_(Device::cuda(index)) {}
+
+std::string CudaBackend::name() const { return "cuda<" + ctx_.arch() + ">"; }
+
+detail::Handle CudaBackend::empty(const Dims& shape, DType dtype) {
+  return device_empty(ctx_, shape, dtype);
+}
+
+void CudaBackend::upload(const void* src, const detail::TensorImpl& t) {
+  std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
+  if (!bytes) return;
+  ctx_.make_current();
+  // From pageable memory the call returns once src has been staged, so the caller may free it.
+  KILN_CUDA_CHECK(cudaMemcpyAsync(t.data(), src, bytes, cudaMemcpyHostToDevice, ctx_.stream));
+}
+
+void CudaBackend::download(const detail::TensorImpl& t, void* dst) {
+  std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
+  if (!bytes) return;
+  ctx_.make_current();
+  KILN_CUDA_CHECK(cudaMemcpyAsync(dst, t.data(), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+  KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+}
+
+void CudaBackend::elementwise(const ir::Program& program,
+                              std::span<const detail::TensorImpl* const> inputs,
+                              std::span<const double> scalars,
+                              std::span<const detail::TensorImpl* const> outputs) {
+  cuda::elementwise(ctx_, program, inputs, scalars, outputs);
+}
+
+void CudaBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+                         const detail::TensorImpl& out) {
+  cuda::reduce(ctx_, op, x, dim, out);
+}
+
+void CudaBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                         const detail::TensorImpl& out) {
+  cuda::matmul(ctx_, a, b, out);
+}
+
+void CudaBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
+                         const detail::TensorImpl& out) {
+  cuda::random(ctx_, spec, seed, out);
+}
+
+void CudaBackend::sync() {
+  ctx_.make_current();
+  KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,37 @@
+// The CUDA backend: generated NVRTC kernels, stream-ordered memory, cuBLASLt matmul.
+//
+// Every op is queued on the device's one non-blocking stream and returns at once; download
+// and sync wait. Tensors keep their buffers alive, and buffers are freed in stream order, so
+// no op can see memory reused under it.
+#pragma once
+
+#include "cuda/context.hpp"
+#include "dispatch/backend.hpp"
+
+namespace kiln::cuda {
+
+class CudaBackend final : public detail::Backend {
+ public:
+  explicit CudaBackend(int index);
+  std::string name() const override;  // "cuda<sm_90>"
+  Device device() const override { return device_; }
+  detail::Handle empty(const Dims& shape, DType dtype) override;
+  void upload(const void* src, const detail::TensorImpl& t) override;
+  void download(const detail::TensorImpl& t, void* dst) override;
+  void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
+                   std::span<const double> scalars,
+                   std::span<const detail::TensorImpl* const> outputs) override;
+  void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+              const detail::TensorImpl& out) override;
+  void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
+              const detail::TensorImpl& out) override;
+  void random(const detail::RandomSpec& spec, std::uint64_t seed,
+              const detail::TensorImpl& out) override;
+  void sync() override;
+
+ private:
+  Context& ctx_;
+  Device device_;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,31 @@
+// The CUDA backend's ops, one file each, all queued on the context's stream.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "cuda/context.hpp"
+#include "dispatch/backend.hpp"
+
+namespace kiln::cuda {
+
+using detail::TensorImpl;
+
+// elementwise.cpp: a generated kernel (src/ir/cuda_codegen.cpp) per program and layout.
+void elementwise(Context& ctx, const ir::Program& program,
+                 std::span<const TensorImpl* const> inputs, std::span<const double> scalars,
+                 std::span<const TensorImpl* const> outputs);
+// A contiguous copy of x on the same device (x itself when it is already contiguous).
+detail::Handle contiguous(Context& ctx, const detail::Handle& x);
+
+// reduce.cpp: the Backend::reduce contract (src/dispatch/backend.hpp).
+void reduce(Context& ctx, detail::ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
+
+// matmul.cpp: cuBLASLt, under kiln::float32_matmul_precision().
+void matmul(Context& ctx, const TensorImpl& a, const TensorImpl& b, const TensorImpl& out);
+
+// random.cpp: the Philox stream of src/core/philox.hpp, bit for bit.
+void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,
+            const TensorImpl& out);
+
+}  // namespace kiln::cuda

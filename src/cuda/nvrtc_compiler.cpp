@@ -1,0 +1,142 @@
+#include "cuda/nvrtc_compiler.hpp"
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "cuda/check.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::cuda {
+namespace {
+
+// NVRTC program handle, destroyed on every path.
+struct Program {
+  nvrtcProgram p = nullptr;
+  ~Program() {
+    if (p) nvrtcDestroyProgram(&p);
+  }
+};
+
+struct Entry {
+  std::string source;  // kept to rule out hash collisions
+  cudaLibrary_t library = nullptr;
+  std::map<std::string, cudaKernel_t> kernels;
+};
+
+struct Cache {
+  std::mutex mu;
+  // (source hash, arch, options) -> entries with that hash (almost always one).
+  std::map<std::tuple<std::uint64_t, std::string, std::string>, std::vector<Entry>> entries;
+  CompileStats stats;
+};
+
+// The kernel `name` of a loaded library, looked up once.
+cudaKernel_t kernel_of(Entry& e, const std::string& name) {
+  auto it = e.kernels.find(name);
+  if (it != e.kernels.end()) return it->second;
+  cudaKernel_t k = nullptr;
+  KILN_CUDA_CHECK(cudaLibraryGetKernel(&k, e.library, name.c_str()));
+  e.kernels.emplace(name, k);
+  return k;
+}
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: libraries stay loaded until exit
+  return *c;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + " ";
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> compile_options(const std::string& arch) {
+  return {"--gpu-architecture=" + arch, "--std=c++17", "--fmad=false",
+          "--extra-device-vectorization"};
+}
+
+std::vector<char> compile_cubin(const std::string& source, const std::string& source_name,
+                                const std::string& arch) {
+  auto t0 = std::chrono::steady_clock::now();
+  Program prog;
+  KILN_CUDA_CHECK(
+      nvrtcCreateProgram(&prog.p, source.c_str(), source_name.c_str(), 0, nullptr, nullptr));
+  const auto opts = compile_options(arch);
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  nvrtcResult r = nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data());
+  if (r != NVRTC_SUCCESS) {
+    std::size_t n = 0;
+    nvrtcGetProgramLogSize(prog.p, &n);
+    std::string log(n, '\0');
+    if (n) nvrtcGetProgramLog(prog.p, log.data());
+    throw DeviceError(fmt::format("NVRTC failed to compile {} for {} ({}): {}\n{}", source_name,
+                                  arch, nvrtcGetErrorString(r), joined(opts), log));
+  }
+  std::size_t size = 0;
+  KILN_CUDA_CHECK(nvrtcGetCUBINSize(prog.p, &size));
+  std::vector<char> cubin(size);
+  KILN_CUDA_CHECK(nvrtcGetCUBIN(prog.p, cubin.data()));
+  auto& c = cache();
+  std::lock_guard lock(c.mu);
+  c.stats.compiles += 1;
+  c.stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return cubin;
+}
+
+cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
+                           const std::string& kernel_name, const std::string& arch) {
+  auto& c = cache();
+  auto key = std::make_tuple(source_hash(source), arch, joined(compile_options(arch)));
+  {
+    std::lock_guard lock(c.mu);
+    for (auto& e : c.entries[key]) {
+      if (e.source == source) return kernel_of(e, kernel_name);
+    }
+  }
+  // Compile outside the lock: other threads keep launching cached kernels meanwhile. Two
+  // threads that miss the same source both compile it; the second result is dropped.
+  std::vector<char> cubin = compile_cubin(source, source_name, arch);
+  std::lock_guard lock(c.mu);
+  auto& same_hash = c.entries[key];
+  for (auto& e : same_hash) {
+    if (e.source == source) return kernel_of(e, kernel_name);
+  }
+  Entry e;
+  e.source = source;
+  KILN_CUDA_CHECK(
+      cudaLibraryLoadData(&e.library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  same_hash.push_back(std::move(e));
+  return kernel_of(same_hash.back(), kernel_name);
+}
+
+void launch(cudaKernel_t k, unsigned grid, unsigned block, void** args, cudaStream_t stream,
+            std::size_t shared_bytes) {
+  KILN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(grid), dim3(block), args,
+                                   shared_bytes, stream));
+}
+
+CompileStats compile_stats() {
+  auto& c = cache();
+  std::lock_guard lock(c.mu);
+  return c.stats;
+}
+
+std::uint64_t source_hash(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,42 @@
+// Run-time compilation: CUDA C source -> cubin with NVRTC, for the device's exact architecture,
+// loaded with cudaLibraryLoadData and cached in memory by (source hash, arch, options).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::cuda {
+
+// The NVRTC options every kiln kernel is built with. --fmad=false: a * b + c rounds twice, as on
+// the CPU (built with -ffp-contract=off), so results do not depend on the device.
+std::vector<std::string> compile_options(const std::string& arch);
+
+// Compiles `source` for `arch` ("sm_90") and returns the cubin. Needs NVRTC, not a GPU. A
+// failed compile throws DeviceError naming `source_name` and carrying NVRTC's log.
+std::vector<char> compile_cubin(const std::string& source, const std::string& source_name,
+                                const std::string& arch);
+
+// The kernel `kernel_name` of `source` compiled for `arch`: compiled and loaded on the first
+// request, then taken from the cache. Thread-safe.
+cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
+                           const std::string& kernel_name, const std::string& arch);
+
+// Launches kernel k on `stream` with the given argument pointers (cudaLaunchKernel's form).
+void launch(cudaKernel_t k, unsigned grid, unsigned block, void** args, cudaStream_t stream,
+            std::size_t shared_bytes = 0);
+
+// Compilations done in this process and the seconds they took (for the bench's first-call
+// report and the tests that count compilations).
+struct CompileStats {
+  std::int64_t compiles = 0;
+  double seconds = 0;
+};
+CompileStats compile_stats();
+
+// 64-bit FNV-1a of s: the source part of the cache key.
+std::uint64_t source_hash(const std::string& s);
+
+}  // namespace kiln::cuda

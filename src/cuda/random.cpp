@@ -1,0 +1,35 @@
+// Random tensors on CUDA: one thread per Philox block of four elements (random_source.cpp).
+#include <string>
+
+#include "cuda/cuda_ops.hpp"
+#include "cuda/nvrtc_compiler.hpp"
+#include "cuda/random_source.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::cuda {
+
+void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,
+            const TensorImpl& out) {
+  const bool uniform = spec.kind == detail::RandomSpec::Kind::uniform;
+  if (out.dtype != DType::f32) {
+    throw DTypeError(std::string("random: ") + (uniform ? "uniform" : "normal") +
+                     " only fills f32 tensors, got " + dtype_name(out.dtype));
+  }
+  unsigned long long n = static_cast<unsigned long long>(out.numel());
+  if (n == 0) return;
+  cudaKernel_t k = cached_kernel(random_source(), "kiln_random.cu",
+                                 uniform ? "kiln_uniform" : "kiln_normal", ctx.arch());
+  void* data = out.data();
+  unsigned long long s = seed;
+  float lo = static_cast<float>(spec.a), hi = static_cast<float>(spec.b);
+  double mean = spec.a, std = spec.b;
+  void* uniform_args[] = {&data, &n, &s, &lo, &hi};
+  void* normal_args[] = {&data, &n, &s, &mean, &std};
+  constexpr unsigned kThreads = 256;
+  const unsigned long long blocks = ((n + 3) / 4 + kThreads - 1) / kThreads;
+  ctx.make_current();
+  launch(k, static_cast<unsigned>(blocks), kThreads, uniform ? uniform_args : normal_args,
+         ctx.stream);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,338 @@
+#include "cuda/reduce_source.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "ir/cuda_codegen.hpp"
+
+namespace kiln::cuda {
+namespace {
+
+using detail::ReduceOp;
+
+// The device side, after the shared prelude. A policy P says what one op accumulates:
+//   Acc identity(); Acc lift(V v, long long j); Acc combine(Acc a, Acc b); Out finish(Acc, n)
+// combine is commutative and associative (arg*: first NaN, then the better value, then the
+// lower index; max/min: kiln::maximum/minimum, NaN-propagating, +0 above -0), so a result
+// depends only on which elements meet, never on the order: with the fixed partitioning of
+// the host (by sizes only) and fixed trees here, results never depend on timing.
+// Accuracy as the CPU (src/cpu/reduce.cpp): f32 sums in double, integer sums in 64 bits
+// wrapping to i32, integer means exact until the final division.
+const char* const kLibrary = R"(// kiln reductions
+namespace kr {
+__device__ __forceinline__ float load(float v) { return v; }
+__device__ __forceinline__ int load(int v) { return v; }
+__device__ __forceinline__ int load(unsigned char v) { return v != 0; }
+
+__device__ __forceinline__ bool nan_of(float v) { return v != v; }
+__device__ __forceinline__ bool nan_of(int) { return false; }
+__device__ __forceinline__ float lowest(float) { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float highest(float) { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ int lowest(int) { return -2147483647 - 1; }
+__device__ __forceinline__ int highest(int) { return 2147483647; }
+
+__device__ __forceinline__ double sum_acc(float v) { return (double)v; }
+__device__ __forceinline__ unsigned long long sum_acc(int v) {
+  return (unsigned long long)(long long)v;  // two's complement: overflow wraps
+}
+// -0.0 is the additive identity (-0 + x == x for every x, +0 included), so a sum of -0s stays
+// -0 as on the CPU; an empty sum is +0 as there.
+__device__ __forceinline__ double sum_zero(float) { return -0.0; }
+__device__ __forceinline__ unsigned long long sum_zero(int) { return 0; }
+__device__ __forceinline__ float sum_out(double a, long long n) { return n ? (float)a : 0.0f; }
+__device__ __forceinline__ int sum_out(unsigned long long a, long long) { return (int)(unsigned)a; }
+__device__ __forceinline__ float mean_out(double a, long long n) { return (float)(a / (double)n); }
+__device__ __forceinline__ float mean_out(unsigned long long a, long long n) {
+  return (float)((double)(long long)a / (double)n);
+}
+
+template <class V> struct Sum {
+  typedef decltype(sum_acc(V())) Acc;
+  static __device__ __forceinline__ Acc identity() { return sum_zero(V()); }
+  static __device__ __forceinline__ Acc lift(V v, long long) { return sum_acc(v); }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) { return a + b; }
+  static __device__ __forceinline__ decltype(sum_out(Acc(), 0)) finish(Acc a, long long n) {
+    return sum_out(a, n);
+  }
+};
+template <class V> struct Mean : Sum<V> {
+  typedef typename Sum<V>::Acc Acc;
+  static __device__ __forceinline__ float finish(Acc a, long long n) { return mean_out(a, n); }
+};
+template <class V, bool kMax> struct Extreme {
+  typedef V Acc;
+  static __device__ __forceinline__ Acc identity() { return kMax ? lowest(V()) : highest(V()); }
+  static __device__ __forceinline__ Acc lift(V v, long long) { return v; }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) {
+    return kMax ? kiln::maximum(a, b) : kiln::minimum(a, b);
+  }
+  static __device__ __forceinline__ V finish(Acc a, long long) { return a; }
+};
+template <class V> struct ArgAcc { V v; long long i; };
+template <class V, bool kMax> struct Arg {
+  typedef ArgAcc<V> Acc;
+  static __device__ __forceinline__ Acc identity() {
+    Acc a = {kMax ? lowest(V()) : highest(V()), 0x7fffffffffffffffLL};
+    return a;
+  }
+  static __device__ __forceinline__ Acc lift(V v, long long j) { Acc a = {v, j}; return a; }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) {
+    const bool an = nan_of(a.v), bn = nan_of(b.v);
+    bool take_b;
+    if (an || bn) take_b = an && bn ? b.i < a.i : bn;
+    else if (a.v == b.v) take_b = b.i < a.i;
+    else take_b = kMax ? b.v > a.v : b.v < a.v;
+    return take_b ? b : a;
+  }
+  static __device__ __forceinline__ int finish(Acc a, long long) { return (int)a.i; }
+};
+
+template <class T> __device__ __forceinline__ T shfl_down(T a, int d) {
+  return __shfl_down_sync(0xffffffffu, a, d);  // double, unsigned long long, float, int
+}
+template <class V> __device__ __forceinline__ ArgAcc<V> shfl_down(ArgAcc<V> a, int d) {
+  ArgAcc<V> r = {shfl_down(a.v, d), shfl_down(a.i, d)};
+  return r;
+}
+
+// The block's accumulators combined in a fixed tree (shuffles in each warp, then warp 0 over
+// the warps); the result is valid in thread 0. blockDim.x is a multiple of 32, at most 256.
+template <class P> __device__ __forceinline__ typename P::Acc block_combine(typename P::Acc a) {
+  __shared__ typename P::Acc warp_acc[8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int d = 16; d > 0; d >>= 1) a = P::combine(a, shfl_down(a, d));
+  if (lane == 0) warp_acc[warp] = a;
+  __syncthreads();
+  if (warp == 0) {
+    a = lane < (int)(blockDim.x >> 5) ? warp_acc[lane] : P::identity();
+    for (int d = 4; d > 0; d >>= 1) a = P::combine(a, shfl_down(a, d));
+  }
+  __syncthreads();  // warp_acc is free again for the block's next output
+  return a;
+}
+
+// Extents then strides of R dims at v[K...]: the offset of row-major position i.
+template <int R, int K, class I, class G> __device__ __forceinline__ I offset_of(I i, const G& g) {
+  I off = 0;
+#pragma unroll
+  for (int d = R - 1; d > 0; --d) {
+    const I e = (I)g.v[K + d];
+    off += (i % e) * (I)g.v[K + R + d];
+    i /= e;
+  }
+  if (R > 0) off += i * (I)g.v[K + R];
+  return off;
+}
+
+template <int RO, int RR> struct Geom { long long v[4 + 2 * RO + 2 * RR]; };
+
+// The accumulator of positions [begin, end) of the reduced sequence at base, taken by a
+// thread from `first` in steps of `step`; four loads in flight before they are combined
+// (in the same order as one at a time).
+template <class P, int RO, int RR, class I, class S>
+__device__ __forceinline__ typename P::Acc run(const S* base, I first, I end, I step,
+                                               const Geom<RO, RR>& g) {
+  typename P::Acc a = P::identity();
+  I j = first;
+  for (; j + 3 * step < end; j += 4 * step) {
+    const S s0 = base[offset_of<RR, 4 + 2 * RO>(j, g)];
+    const S s1 = base[offset_of<RR, 4 + 2 * RO>(j + step, g)];
+    const S s2 = base[offset_of<RR, 4 + 2 * RO>(j + 2 * step, g)];
+    const S s3 = base[offset_of<RR, 4 + 2 * RO>(j + 3 * step, g)];
+    a = P::combine(a, P::lift(load(s0), (long long)j));
+    a = P::combine(a, P::lift(load(s1), (long long)(j + step)));
+    a = P::combine(a, P::lift(load(s2), (long long)(j + 2 * step)));
+    a = P::combine(a, P::lift(load(s3), (long long)(j + 3 * step)));
+  }
+  for (; j < end; j += step) {
+    a = P::combine(a, P::lift(load(base[offset_of<RR, 4 + 2 * RO>(j, g)]), (long long)j));
+  }
+  return a;
+}
+
+// Variants block and block_split: block w reduces output w / chunks, chunk w % chunks.
+template <class P, int RO, int RR, class I, bool kSplit, class S, class O>
+__device__ __forceinline__ void by_block(const S* x, O* out, typename P::Acc* part,
+                                         const Geom<RO, RR>& g) {
+  const I outputs = (I)g.v[0], len = (I)g.v[1], chunks = kSplit ? (I)g.v[2] : (I)1;
+  const I chunk = kSplit ? (I)g.v[3] : len;
+  for (I w = blockIdx.x; w < outputs * chunks; w += gridDim.x) {
+    const I o = kSplit ? w / chunks : w, begin = kSplit ? (w % chunks) * chunk : (I)0;
+    const I end = kSplit && len - begin > chunk ? begin + chunk : len;
+    const S* base = x + offset_of<RO, 4>(o, g);
+    typename P::Acc a = run<P>(base, begin + threadIdx.x, end, (I)blockDim.x, g);
+    a = block_combine<P>(a);
+    if (threadIdx.x == 0) {
+      if (kSplit) part[w] = a;
+      else out[o] = P::finish(a, (long long)len);
+    }
+  }
+}
+
+// Variants thread and thread_split: thread w reduces output w % outputs, chunk w / outputs.
+template <class P, int RO, int RR, class I, bool kSplit, class S, class O>
+__device__ __forceinline__ void by_thread(const S* x, O* out, typename P::Acc* part,
+                                          const Geom<RO, RR>& g) {
+  const I outputs = (I)g.v[0], len = (I)g.v[1], chunks = kSplit ? (I)g.v[2] : (I)1;
+  const I chunk = kSplit ? (I)g.v[3] : len;
+  const I step = (I)gridDim.x * blockDim.x;
+  for (I w = (I)blockIdx.x * blockDim.x + threadIdx.x; w < outputs * chunks; w += step) {
+    const I o = kSplit ? w % outputs : w, c = kSplit ? w / outputs : (I)0;
+    const I begin = c * chunk, end = kSplit && len - begin > chunk ? begin + chunk : len;
+    const typename P::Acc a = run<P>(x + offset_of<RO, 4>(o, g), begin, end, (I)1, g);
+    if (kSplit) part[(long long)o * chunks + c] = a;
+    else out[o] = P::finish(a, (long long)len);
+  }
+}
+
+// The split variants' second pass: block o combines the chunks of output o.
+template <class P, class O>
+__device__ __forceinline__ void combine(const typename P::Acc* part, O* out, long long outputs,
+                                        long long chunks, long long len) {
+  for (long long o = blockIdx.x; o < outputs; o += gridDim.x) {
+    typename P::Acc a = P::identity();
+    for (long long c = threadIdx.x; c < chunks; c += blockDim.x) {
+      a = P::combine(a, part[o * chunks + c]);
+    }
+    a = block_combine<P>(a);
+    if (threadIdx.x == 0) out[o] = P::finish(a, len);
+  }
+}
+}  // namespace kr
+)";
+
+const char* op_tag(ReduceOp op) { return detail::reduce_name(op); }
+
+// The C++ name of the device policy for op over values of dtype t.
+std::string policy(ReduceOp op, DType t) {
+  const char* v = ir::cuda_value_type(t == DType::boolean ? DType::i32 : t);
+  switch (op) {
+    case ReduceOp::sum:
+      return fmt::format("kr::Sum<{}>", v);
+    case ReduceOp::mean:
+      return fmt::format("kr::Mean<{}>", v);
+    case ReduceOp::max:
+      return fmt::format("kr::Extreme<{}, true>", v);
+    case ReduceOp::min:
+      return fmt::format("kr::Extreme<{}, false>", v);
+    case ReduceOp::argmax:
+      return fmt::format("kr::Arg<{}, true>", v);
+    case ReduceOp::argmin:
+      return fmt::format("kr::Arg<{}, false>", v);
+  }
+  return "?";
+}
+
+// The storage type of the output (reduce_result_dtype's).
+const char* out_type(ReduceOp op, DType t) {
+  return ir::cuda_storage_type(detail::reduce_result_dtype(op, t));
+}
+
+const char* variant_tag(ReduceVariant v) {
+  switch (v) {
+    case ReduceVariant::block:
+      return "block";
+    case ReduceVariant::thread:
+      return "thread";
+    case ReduceVariant::block_split:
+      return "blocksplit";
+    case ReduceVariant::thread_split:
+      return "threadsplit";
+  }
+  return "?";
+}
+
+bool is_split(ReduceVariant v) {
+  return v == ReduceVariant::block_split || v == ReduceVariant::thread_split;
+}
+
+std::string entry_point(const ReduceKernelSpec& s) {
+  const bool by_block =
+      s.variant == ReduceVariant::block || s.variant == ReduceVariant::block_split;
+  const std::string p = policy(s.op, s.dtype);
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__(256) {}(const {}* __restrict__ x, {}* "
+      "__restrict__ out, {}::Acc* __restrict__ part, kr::Geom<{}, {}> g) {{\n"
+      "  kr::{}<{}, {}, {}, {}, {}>(x, out, part, g);\n}}\n",
+      reduce_kernel_name(s), ir::cuda_storage_type(s.dtype), out_type(s.op, s.dtype), p,
+      s.outer_rank, s.reduced_rank, by_block ? "by_block" : "by_thread", p, s.outer_rank,
+      s.reduced_rank, s.wide_index ? "unsigned long long" : "unsigned",
+      is_split(s.variant) ? "true" : "false");
+}
+
+std::string combine_entry_point(ReduceOp op, DType t) {
+  const std::string p = policy(op, t);
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__(256) {}(const {}::Acc* __restrict__ part, "
+      "{}* __restrict__ out, long long outputs, long long chunks, long long len) {{\n"
+      "  kr::combine<{}>(part, out, outputs, chunks, len);\n}}\n",
+      reduce_combine_name(op, t), p, out_type(op, t), p);
+}
+
+}  // namespace
+
+std::string reduce_kernel_name(const ReduceKernelSpec& s) {
+  return fmt::format("kiln_reduce_{}_{}_o{}r{}_{}{}", op_tag(s.op), dtype_name(s.dtype),
+                     s.outer_rank, s.reduced_rank, variant_tag(s.variant), s.wide_index ? 64 : 32);
+}
+
+std::string reduce_combine_name(ReduceOp op, DType t) {
+  return fmt::format("kiln_reduce_{}_{}_combine", op_tag(op), dtype_name(t));
+}
+
+std::size_t reduce_partial_bytes(ReduceOp op, DType) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::mean:
+      return 8;  // double or 64-bit integer
+    case ReduceOp::max:
+    case ReduceOp::min:
+      return 4;  // float or int
+    default:
+      return 16;  // {value, int64 index}
+  }
+}
+
+std::string reduce_source(std::span<const ReduceKernelSpec> specs) {
+  std::string src = ir::cuda_prelude();
+  src += kLibrary;
+  std::set<std::pair<ReduceOp, DType>> combines;
+  for (const auto& s : specs) {
+    src += entry_point(s);
+    if (is_split(s.variant) && combines.emplace(s.op, s.dtype).second)
+      src += combine_entry_point(s.op, s.dtype);
+  }
+  return src;
+}
+
+std::vector<ReduceSource> all_reduce_sources_for_tests() {
+  constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean,   ReduceOp::max,
+                               ReduceOp::min, ReduceOp::argmax, ReduceOp::argmin};
+  constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::boolean};
+  constexpr ReduceVariant kVariants[] = {ReduceVariant::block, ReduceVariant::thread,
+                                         ReduceVariant::block_split, ReduceVariant::thread_split};
+  // (outer, reduced) ranks: a full reduction of dense memory, one dim of a 3-d tensor, and a
+  // full reduction in row-major order of a strided 3-d tensor (every offset_of branch).
+  constexpr int kRanks[][2] = {{0, 1}, {2, 1}, {0, 3}};
+  std::vector<ReduceSource> out;
+  for (ReduceVariant v : kVariants) {
+    ReduceSource rs;
+    rs.name = fmt::format("kiln_reduce_test_{}.cu", variant_tag(v));
+    std::vector<ReduceKernelSpec> specs;
+    for (ReduceOp op : kOps) {
+      for (DType t : kDTypes) {
+        for (const auto& r : kRanks) {
+          for (bool wide : {false, true}) specs.push_back({op, t, r[0], r[1], v, wide});
+        }
+        if (is_split(v)) rs.kernels.push_back(reduce_combine_name(op, t));
+      }
+    }
+    for (const auto& s : specs) rs.kernels.push_back(reduce_kernel_name(s));
+    rs.source = reduce_source(specs);
+    out.push_back(std::move(rs));
+  }
+  return out;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,383 @@
+#include "ir/cuda_codegen.hpp"
+
+#include <fmt/format.h>
+
+#include "kiln/error.hpp"
+
+namespace kiln::ir {
+namespace {
+
+// The meaning of every op that is not a single C operator, for one element. Each function
+// matches its namesake in src/cpu/kernel_math.hpp: signed zeros, NaN, saturation and
+// wrap-around included. Accuracy of the float functions (sinf, expf, ...): docs/accuracy.md.
+const char* const kPrelude = R"(// kiln CUDA prelude
+namespace kiln {
+__device__ __forceinline__ bool isnan_f(float x) { return x != x; }
+__device__ __forceinline__ int wrap(unsigned x) { return (int)x; }
+__device__ __forceinline__ int neg(int x) { return wrap(0u - (unsigned)x); }
+__device__ __forceinline__ float neg(float x) { return -x; }
+__device__ __forceinline__ int abs(int x) { return x < 0 ? neg(x) : x; }
+__device__ __forceinline__ float abs(float x) { return fabsf(x); }
+__device__ __forceinline__ int relu(int x) { return x < 0 ? 0 : x; }
+__device__ __forceinline__ float relu(float x) { return x <= 0.0f ? 0.0f : x; }
+__device__ __forceinline__ int add(int a, int b) { return wrap((unsigned)a + (unsigned)b); }
+__device__ __forceinline__ int sub(int a, int b) { return wrap((unsigned)a - (unsigned)b); }
+__device__ __forceinline__ int mul(int a, int b) { return wrap((unsigned)a * (unsigned)b); }
+__device__ __forceinline__ float add(float a, float b) { return a + b; }
+__device__ __forceinline__ float sub(float a, float b) { return a - b; }
+__device__ __forceinline__ float mul(float a, float b) { return a * b; }
+__device__ __forceinline__ float div(float a, float b) { return a / b; }
+__device__ __forceinline__ float pow(float x, float y) {
+  if (y == 0.0f || x == 1.0f) return 1.0f;
+  return powf(x, y);
+}
+__device__ __forceinline__ float rsqrt(float x) { return (float)(1.0 / sqrt((double)x)); }
+__device__ __forceinline__ float sigmoid(float x) {
+  return (float)(1.0 / (1.0 + exp(-(double)x)));
+}
+__device__ __forceinline__ float gelu(float x) {
+  if (x < -15.0f) return -0.0f;
+  const double xd = x;
+  return (float)(0.5 * xd * erfc(-xd * 0.70710678118654752440));
+}
+__device__ __forceinline__ int minimum(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int maximum(int a, int b) { return a > b ? a : b; }
+__device__ __forceinline__ float minimum(float a, float b) {
+  if (isnan_f(a)) return a;
+  if (isnan_f(b)) return b;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+__device__ __forceinline__ float maximum(float a, float b) {
+  if (isnan_f(a)) return a;
+  if (isnan_f(b)) return b;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+__device__ __forceinline__ int f32_to_i32(float x) {
+  if (isnan_f(x)) return 0;
+  if (x >= 2147483648.0f) return 2147483647;
+  if (x < -2147483648.0f) return -2147483647 - 1;
+  return (int)x;
+}
+}  // namespace kiln
+)";
+
+const char* value_type(DType t) { return cuda_value_type(t); }
+
+// The expression that converts value `v` of dtype `from` to `to`.
+std::string cast_expr(const std::string& v, DType from, DType to) {
+  if (from == to) return v;
+  const char* pattern = "{}";
+  switch (to) {
+    case DType::f32:
+      pattern = from == DType::i32 ? "(float){}" : "({} ? 1.0f : 0.0f)";
+      break;
+    case DType::i32:
+      pattern = from == DType::f32 ? "kiln::f32_to_i32({})" : "({} ? 1 : 0)";
+      break;
+    case DType::boolean:
+      pattern = from == DType::f32 ? "({} != 0.0f)" : "({} != 0)";
+      break;
+  }
+  return fmt::format(fmt::runtime(pattern), v);
+}
+
+const char* comparison_operator(Op op) {
+  switch (op) {
+    case Op::eq:
+      return "==";
+    case Op::ne:
+      return "!=";
+    case Op::lt:
+      return "<";
+    case Op::le:
+      return "<=";
+    case Op::gt:
+      return ">";
+    default:
+      return ">=";
+  }
+}
+
+// The function in the prelude (or CUDA's math library) that computes a unary op.
+std::string unary_call(Op op, const std::string& a) {
+  switch (op) {
+    case Op::neg:
+    case Op::abs:
+    case Op::relu:
+    case Op::rsqrt:
+    case Op::sigmoid:
+    case Op::gelu:
+      return fmt::format("kiln::{}({})", op_name(op), a);
+    case Op::sin:
+    case Op::cos:
+    case Op::tan:
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::tanh:
+      return fmt::format("{}f({})", op_name(op), a);
+    default:
+      throw Error(fmt::format("cuda codegen: {} is not a unary op", op_name(op)));
+  }
+}
+
+// One statement per node: `const T vN = ...;`. Leaves read the body's parameters.
+std::string body_statements(const Program& p) {
+  std::string s;
+  for (std::size_t n = 0; n < p.nodes.size(); ++n) {
+    const Node& node = p.nodes[n];
+    const auto a = fmt::format("v{}", node.a), b = fmt::format("v{}", node.b),
+               c = fmt::format("v{}", node.c);
+    std::string e;
+    switch (node.op) {
+      case Op::input:
+        e = fmt::format("x{}", node.a);
+        break;
+      case Op::scalar:
+        e = node.dtype == DType::boolean ? fmt::format("(s{} != 0)", node.a)
+                                         : fmt::format("s{}", node.a);
+        break;
+      case Op::index:
+        e = "(int)i";
+        break;
+      case Op::cast:
+        e = cast_expr(a, p.dtype(node.a), node.dtype);
+        break;
+      case Op::add:
+      case Op::sub:
+      case Op::mul:
+      case Op::div:
+      case Op::pow:
+      case Op::minimum:
+      case Op::maximum:
+        e = fmt::format("kiln::{}({}, {})", op_name(node.op), a, b);
+        break;
+      case Op::eq:
+      case Op::ne:
+      case Op::lt:
+      case Op::le:
+      case Op::gt:
+      case Op::ge:
+        e = fmt::format("({} {} {})", a, comparison_operator(node.op), b);
+        break;
+      case Op::where:
+        e = fmt::format("({} ? {} : {})", a, b, c);
+        break;
+      default:
+        e = unary_call(node.op, a);
+    }
+    s += fmt::format("  const {} v{} = {};\n", value_type(node.dtype), n, e);
+  }
+  for (std::size_t o = 0; o < p.outputs.size(); ++o)
+    s += fmt::format("  y{} = v{};\n", o, p.outputs[o]);
+  return s;
+}
+
+std::string load_expr(DType t, const std::string& ptr, const std::string& off) {
+  return t == DType::boolean ? fmt::format("({}[{}] != 0)", ptr, off)
+                             : fmt::format("{}[{}]", ptr, off);
+}
+
+std::string store_value(DType t, const std::string& v) {
+  return t == DType::boolean ? fmt::format("(unsigned char){}", v) : v;
+}
+
+const char* vector_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "float4";
+    case DType::i32:
+      return "int4";
+    default:
+      return "uchar4";
+  }
+}
+
+constexpr const char* kLane[4] = {"x", "y", "z", "w"};
+
+}  // namespace
+
+const char* cuda_value_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "float";
+    case DType::i32:
+      return "int";
+    default:
+      return "bool";
+  }
+}
+
+const char* cuda_storage_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "float";
+    case DType::i32:
+      return "int";
+    default:
+      return "unsigned char";
+  }
+}
+
+const std::string& cuda_prelude() {
+  static const std::string s = kPrelude;
+  return s;
+}
+
+std::string CudaLayout::tag() const {
+  auto code = [](Access a) {
+    return a == Access::contiguous ? 'c' : a == Access::splat ? 'z' : 's';
+  };
+  std::string t = vectorized ? "v" : "e";
+  t += wide_index ? "64" : "32";
+  t += fmt::format("r{}.", rank);
+  for (Access a : inputs) t += code(a);
+  t += '.';
+  for (Access a : outputs) t += code(a);
+  return t;
+}
+
+CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
+  if (l.inputs.size() != p.inputs.size() || l.outputs.size() != p.outputs.size()) {
+    throw Error("cuda codegen: layout does not match the program's inputs and outputs");
+  }
+  const char* I = l.wide_index ? "unsigned long long" : "unsigned";
+  const std::size_t n_in = p.inputs.size(), n_out = p.outputs.size();
+  auto out_dtype = [&](std::size_t o) { return p.dtype(p.outputs[o]); };
+
+  // Strided operands, in input-then-output order: their slot in the geometry struct.
+  std::vector<int> in_slot(n_in, -1), out_slot(n_out, -1);
+  int strided = 0;
+  for (std::size_t i = 0; i < n_in; ++i)
+    if (l.inputs[i] == Access::strided) in_slot[i] = strided++;
+  for (std::size_t o = 0; o < n_out; ++o)
+    if (l.outputs[o] == Access::strided) out_slot[o] = strided++;
+  if (l.vectorized && strided)
+    throw Error("cuda codegen: a vectorized kernel has no strided operand");
+  if (strided && l.rank < 1) throw Error("cuda codegen: strided operands need rank >= 1");
+
+  CudaKernel k;
+  k.name = "kiln_elementwise";  // each source is its own library, so one name serves
+
+  std::string src = cuda_prelude();
+  // The body: one element, from register values to register results.
+  std::string params = fmt::format("{} i", I);
+  for (std::size_t i = 0; i < n_in; ++i)
+    params += fmt::format(", {} x{}", value_type(p.inputs[i]), i);
+  for (std::size_t s = 0; s < p.scalars.size(); ++s)
+    params += fmt::format(", {} s{}", p.scalars[s] == DType::f32 ? "float" : "int", s);
+  for (std::size_t o = 0; o < n_out; ++o)
+    params += fmt::format(", {}& y{}", value_type(out_dtype(o)), o);
+  src += fmt::format("__device__ __forceinline__ void kiln_body({}) {{\n{}}}\n", params,
+                     body_statements(p));
+  if (strided) {
+    src += fmt::format("struct KilnGeometry {{ long long v[{}]; }};\n", l.rank * (1 + strided));
+  }
+
+  // The kernel's parameter list.
+  std::string kparams;
+  auto sep = [&] { return kparams.empty() ? "" : ", "; };
+  for (std::size_t i = 0; i < n_in; ++i)
+    kparams +=
+        fmt::format("{}const {}* __restrict__ in{}", sep(), cuda_storage_type(p.inputs[i]), i);
+  for (std::size_t o = 0; o < n_out; ++o)
+    kparams += fmt::format("{}{}* __restrict__ out{}", sep(), cuda_storage_type(out_dtype(o)), o);
+  for (std::size_t s = 0; s < p.scalars.size(); ++s)
+    kparams += fmt::format("{}{} s{}", sep(), p.scalars[s] == DType::f32 ? "float" : "int", s);
+  if (strided) kparams += fmt::format("{}KilnGeometry g", sep());
+  kparams += fmt::format("{}{} n", sep(), I);
+
+  std::string body;
+  body += fmt::format("  const {0} step = ({0})gridDim.x * blockDim.x;\n", I);
+  body += fmt::format("  const {0} first = ({0})blockIdx.x * blockDim.x + threadIdx.x;\n", I);
+  for (std::size_t i = 0; i < n_in; ++i) {
+    if (l.inputs[i] == Access::splat)
+      body += fmt::format("  const {} z{} = {};\n", value_type(p.inputs[i]), i,
+                          load_expr(p.inputs[i], fmt::format("in{}", i), "0"));
+  }
+  auto call_args = [&](const std::string& idx, const std::string& x_prefix,
+                       const std::string& y_prefix) {
+    std::string a = idx;
+    for (std::size_t i = 0; i < n_in; ++i)
+      a += l.inputs[i] == Access::splat ? fmt::format(", z{}", i)
+                                        : fmt::format(", {}{}", x_prefix, i);
+    for (std::size_t s = 0; s < p.scalars.size(); ++s) a += fmt::format(", s{}", s);
+    for (std::size_t o = 0; o < n_out; ++o) a += fmt::format(", {}{}", y_prefix, o);
+    return a;
+  };
+  // One element at index i: loads, body, stores (contiguous and strided operands).
+  std::string element;
+  if (strided) {
+    element += fmt::format("    {} rem = i;\n", I);
+    for (int s = 0; s < strided; ++s) element += fmt::format("    {} o{} = 0;\n", I, s);
+    for (int d = l.rank - 1; d >= 0; --d) {
+      element +=
+          fmt::format("    {{ const {0} e = ({0})g.v[{1}]; const {0} c = rem % e; rem /= e;", I, d);
+      for (int s = 0; s < strided; ++s)
+        element += fmt::format(" o{} += c * ({})g.v[{}];", s, I, l.rank * (1 + s) + d);
+      element += " }\n";
+    }
+  }
+  for (std::size_t i = 0; i < n_in; ++i) {
+    if (l.inputs[i] == Access::splat) continue;
+    std::string off = in_slot[i] >= 0 ? fmt::format("o{}", in_slot[i]) : "i";
+    element += fmt::format("    const {} x{} = {};\n", value_type(p.inputs[i]), i,
+                           load_expr(p.inputs[i], fmt::format("in{}", i), off));
+  }
+  for (std::size_t o = 0; o < n_out; ++o)
+    element += fmt::format("    {} y{};\n", value_type(out_dtype(o)), o);
+  element += fmt::format("    kiln_body({});\n", call_args("i", "x", "y"));
+  for (std::size_t o = 0; o < n_out; ++o) {
+    // A splat output (all strides 0) is one element written by every thread with the same
+    // value; only a size-1 iteration space produces it, so write it at 0.
+    std::string off = out_slot[o] >= 0                ? fmt::format("o{}", out_slot[o])
+                      : l.outputs[o] == Access::splat ? "0"
+                                                      : "i";
+    element += fmt::format("    out{}[{}] = {};\n", o, off,
+                           store_value(out_dtype(o), fmt::format("y{}", o)));
+  }
+
+  if (l.vectorized) {
+    body += fmt::format("  const {} nv = n / 4;\n", I);
+    body += fmt::format("  for ({} v = first; v < nv; v += step) {{\n", I);
+    for (std::size_t i = 0; i < n_in; ++i) {
+      if (l.inputs[i] == Access::splat) continue;
+      body += fmt::format("    const {0} a{1} = reinterpret_cast<const {0}*>(in{1})[v];\n",
+                          vector_type(p.inputs[i]), i);
+    }
+    for (std::size_t o = 0; o < n_out; ++o)
+      body += fmt::format("    {} r{};\n", vector_type(out_dtype(o)), o);
+    for (int lane = 0; lane < 4; ++lane) {
+      body += "    {\n";
+      for (std::size_t i = 0; i < n_in; ++i) {
+        if (l.inputs[i] == Access::splat) continue;
+        std::string lv = fmt::format("a{}.{}", i, kLane[lane]);
+        body += fmt::format("      const {} x{} = {};\n", value_type(p.inputs[i]), i,
+                            p.inputs[i] == DType::boolean ? fmt::format("({} != 0)", lv) : lv);
+      }
+      for (std::size_t o = 0; o < n_out; ++o)
+        body += fmt::format("      {} y{};\n", value_type(out_dtype(o)), o);
+      body += fmt::format("      kiln_body({});\n",
+                          call_args(fmt::format("4 * v + {}", lane), "x", "y"));
+      for (std::size_t o = 0; o < n_out; ++o)
+        body += fmt::format("      r{}.{} = {};\n", o, kLane[lane],
+                            store_value(out_dtype(o), fmt::format("y{}", o)));
+      body += "    }\n";
+    }
+    for (std::size_t o = 0; o < n_out; ++o)
+      body += fmt::format("    reinterpret_cast<{}*>(out{})[v] = r{};\n", vector_type(out_dtype(o)),
+                          o, o);
+    body += "  }\n";
+    body += fmt::format("  for ({} i = nv * 4 + first; i < n; i += step) {{\n{}  }}\n", I, element);
+  } else {
+    body += fmt::format("  for ({} i = first; i < n; i += step) {{\n{}  }}\n", I, element);
+  }
+  src += fmt::format("extern \"C\" __global__ void __launch_bounds__(256) {}({}) {{\n{}}}\n",
+                     k.name, kparams, body);
+  k.source = std::move(src);
+  return k;
+}
+
+}  // namespace kiln::ir

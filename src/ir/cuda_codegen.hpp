@@ -1,0 +1,54 @@
+// ir::Program -> CUDA C: the element-wise kernels of the CUDA backend.
+//
+// The generator knows nothing of devices or NVRTC (it runs, and is tested, without a GPU). It
+// emits one kernel per (program, layout): the program's nodes become one statement each in a
+// body function, and the kernel walks the elements with a grid-stride loop. What each op
+// computes is the CUDA prelude below, which mirrors src/cpu/kernel_math.hpp case for case.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/program.hpp"
+
+namespace kiln::ir {
+
+// How a kernel reaches one operand's elements over the (coalesced) iteration space.
+enum class Access : std::uint8_t {
+  contiguous,  // element i at p[i]
+  splat,       // every element is p[0] (all strides 0)
+  strided,     // element i at p[dot(coords(i), strides)]
+};
+
+struct CudaLayout {
+  int rank = 0;  // of the iteration space; strided operands index with it
+  std::vector<Access> inputs, outputs;
+  bool vectorized = false;  // 4 elements per step with 16-byte (bool: 4-byte) loads and stores
+  bool wide_index = false;  // 64-bit element indices and offsets (past 2^31 - 1)
+
+  // A short tag for the kernel name and the cache key: "v32.cs.c" etc.
+  std::string tag() const;
+};
+
+// The kernel's parameters, in order: one pointer per input, one per output, one value per
+// scalar (float for f32, int for i32 and bool), then the geometry struct (only when some
+// operand is strided: rank extents then rank strides per strided operand, operands in
+// input-then-output order, all int64), then the element count (unsigned or unsigned long long
+// as wide_index says).
+struct CudaKernel {
+  std::string name;    // the extern "C" entry point
+  std::string source;  // complete: the prelude, the body and the kernel
+};
+
+CudaKernel cuda_kernel(const Program& program, const CudaLayout& layout);
+
+// The device functions every kiln kernel may use (kiln::relu, kiln::minimum, kiln::isnan_f...).
+const std::string& cuda_prelude();
+
+// The CUDA C type of a register holding `t` ("float", "int", "bool") and of its storage in
+// memory ("float", "int", "unsigned char").
+const char* cuda_value_type(DType t);
+const char* cuda_storage_type(DType t);
+
+}  // namespace kiln::ir

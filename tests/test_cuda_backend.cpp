@@ -1,0 +1,183 @@
+// What is particular to the CUDA backend: discovery and its reasons, checked calls, the
+// stream-ordered allocator and its out-of-memory path, the vector/strided/64-bit kernel
+// variants, Philox random equal to the CPU's, and matmul precision. The op suite itself runs on
+// CUDA through the device-parameterised tests. Without a usable GPU these tests skip with the
+// reason kiln::devices() gives.
+#include <cmath>
+#include <limits>
+
+#include "cuda/check.hpp"
+#include "cuda/context.hpp"
+#include "cuda/nvrtc_compiler.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using kiln::Device;
+using kiln::DType;
+using kiln::Tensor;
+
+std::string cuda_reason() { return kiln::cuda::absent_reason(0); }
+
+#define KILN_REQUIRE_CUDA()                                                \
+  do {                                                                     \
+    if (!cuda_reason().empty()) GTEST_SKIP() << "cuda: " << cuda_reason(); \
+  } while (0)
+
+TEST(CudaDiscovery, PresentWithArchOrAbsentWithReason) {
+  const auto infos = kiln::devices();
+  if (cuda_reason().empty()) {
+    auto& ctx = kiln::cuda::context(0);
+    EXPECT_EQ(Device::cuda(0).backend_name(), "dispatch<cuda<" + ctx.arch() + ">>");
+    EXPECT_EQ(Device::best(), Device::cuda(0));
+    EXPECT_EQ(infos.at(1).name, "cuda:0");
+  } else {
+    EXPECT_EQ(Device::best(), Device::cpu());
+    ASSERT_EQ(infos.size(), 2u);
+    EXPECT_FALSE(infos[1].present);
+    EXPECT_EQ(infos[1].reason, cuda_reason());
+    try {
+      Device::cuda(0);
+      FAIL() << "Device::cuda(0) did not throw";
+    } catch (const kiln::DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find(cuda_reason()), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(Device::cuda(1000), kiln::DeviceError);
+}
+
+// A failing runtime call throws DeviceError with the call's text and CUDA's message (this runs
+// without a GPU too: every call then fails).
+TEST(CudaCheck, FailedCallNamesTheCallAndTheError) {
+  try {
+    KILN_CUDA_CHECK(cudaSetDevice(4096));
+    FAIL() << "no exception";
+  } catch (const kiln::DeviceError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("cudaSetDevice(4096)"), std::string::npos) << what;
+    EXPECT_NE(what.find("cuda"), std::string::npos) << what;
+  }
+}
+
+// The same seed gives the same tensor as on the CPU: uniform bit for bit, normal within one
+// float ULP (CUDA's double log/sin/cos differ from glibc's in the last double bits).
+TEST(CudaRandom, SameStreamAsTheCpu) {
+  KILN_REQUIRE_CUDA();
+  const std::uint64_t seed = kt::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = (1 << 20) + 3;  // a partial last block
+  auto u = kiln::Distribution::uniform(-3, 5);
+  auto on_gpu = Tensor<1>::random({n}, u, Device::cuda(0), seed).to_vector<float>();
+  auto on_cpu = Tensor<1>::random({n}, u, Device::cpu(), seed).to_vector<float>();
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < n; ++i) differ += std::memcmp(&on_gpu[i], &on_cpu[i], 4) != 0;
+  EXPECT_EQ(differ, 0);
+  auto g = kiln::Distribution::normal(1, 2);
+  on_gpu = Tensor<1>::random({n}, g, Device::cuda(0), seed).to_vector<float>();
+  on_cpu = Tensor<1>::random({n}, g, Device::cpu(), seed).to_vector<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_LE(std::fabs(on_gpu[i] - on_cpu[i]),
+              std::fabs(std::nextafter(on_cpu[i], INFINITY) - on_cpu[i]))
+        << "element " << i;
+  }
+}
+
+// Asking for more than the device has throws OutOfMemoryError naming the bytes asked for and
+// free, and the device keeps working.
+TEST(CudaMemory, OutOfMemoryIsAnErrorAndTheDeviceRecovers) {
+  KILN_REQUIRE_CUDA();
+  auto& ctx = kiln::cuda::context(0);
+  const std::int64_t too_many = static_cast<std::int64_t>(ctx.total_memory / 4) * 2;  // 2x memory
+  try {
+    auto t = Tensor<1>::zeros({too_many}, DType::f32, Device::cuda(0));
+    FAIL() << "no exception";
+  } catch (const kiln::OutOfMemoryError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("asked for " + std::to_string(too_many * 4) + " bytes"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("free"), std::string::npos) << what;
+  }
+  auto x = Tensor<1>::full({1000}, 2.0f, DType::f32, Device::cuda(0));
+  EXPECT_EQ((x * 3.0f).sum().item<float>(), 6000.0f);
+}
+
+// Freed buffers are reused in stream order: a loop that allocates and drops a large tensor per
+// step stays within a few of them.
+TEST(CudaMemory, FreedMemoryIsReused) {
+  KILN_REQUIRE_CUDA();
+  auto x = Tensor<2>::ones({2048, 2048}, DType::f32, Device::cuda(0));
+  Device::cuda(0).sync();
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  cudaMemGetInfo(&free_before, &total);
+  for (int i = 0; i < 200; ++i) x = x * 1.0f + 0.0f;
+  Device::cuda(0).sync();
+  cudaMemGetInfo(&free_after, &total);
+  EXPECT_LT(static_cast<double>(free_before) - static_cast<double>(free_after), 64.0 * (1 << 20));
+  EXPECT_EQ(x.sum().item<float>(), 2048.0f * 2048.0f);
+}
+
+// Unaligned (a slice starting at element 1), broadcast and strided operands take the general
+// kernel; results equal the CPU's exactly for exact ops.
+TEST(CudaElementwise, VectorAndGeneralPathsAgree) {
+  KILN_REQUIRE_CUDA();
+  std::mt19937_64 rng(kt::fresh_seed());
+  auto v = kt::uniform(4099 * 3, -4, 4, rng);
+  auto run = [&](Device d) {
+    auto x = Tensor<2>::from_data(v, {3, 4099}, d);
+    auto sliced = x.slice(1, 1, 4099);                            // unaligned rows
+    auto t = x.transpose(0, 1);                                   // strided
+    auto row = x.slice(0, 0, 1).expand(kiln::Shape<2>{3, 4099});  // broadcast
+    std::vector<float> a = (sliced * 2.0f - 1.0f).to_vector();
+    std::vector<float> b = (t + t).to_vector();
+    std::vector<float> c = kiln::maximum(x, row).to_vector();
+    std::vector<float> all = a;
+    all.insert(all.end(), b.begin(), b.end());
+    all.insert(all.end(), c.begin(), c.end());
+    return all;
+  };
+  EXPECT_EQ(run(Device::cuda(0)), run(Device::cpu()));
+}
+
+// Past 2^31 elements the kernels index in 64 bits (17 GB of device memory).
+TEST(CudaElementwise, MoreThanTwoToThe31Elements) {
+  KILN_REQUIRE_CUDA();
+  const std::int64_t n = (std::int64_t{1} << 31) + 9;
+  auto x = Tensor<1>::full({n}, 1.5f, DType::f32, Device::cuda(0));
+  auto y = x * 2.0f;
+  for (float v : y.slice(0, n - 5, n).to_vector<float>()) EXPECT_EQ(v, 3.0f);
+  EXPECT_EQ(y.sum().item<float>(), static_cast<float>(3.0 * static_cast<double>(n)));
+}
+
+// Precision::high runs TF32 tensor cores: visibly less exact than highest, within its bound.
+TEST(CudaMatmul, PrecisionHighIsTf32WithinItsBound) {
+  KILN_REQUIRE_CUDA();
+  std::mt19937_64 rng(kt::fresh_seed());
+  const std::int64_t m = 256, k = 512, n = 128;
+  auto av = kt::uniform(m * k, -1, 1, rng), bv = kt::uniform(k * n, -1, 1, rng);
+  auto a = Tensor<2>::from_data(av, {m, k}, Device::cuda(0));
+  auto b = Tensor<2>::from_data(bv, {k, n}, Device::cuda(0));
+  auto max_rel_error = [&](kiln::Precision p) {
+    kiln::set_float32_matmul_precision(p);
+    auto c = kiln::matmul(a, b).to_vector<float>();
+    kiln::set_float32_matmul_precision(kiln::Precision::highest);
+    double worst = 0;
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double exact = 0, mag = 0;
+        for (std::int64_t q = 0; q < k; ++q) {
+          exact += double(av[i * k + q]) * bv[q * n + j];
+          mag += std::fabs(double(av[i * k + q]) * bv[q * n + j]);
+        }
+        worst = std::max(worst, std::fabs(c[i * n + j] - exact) / mag);
+      }
+    }
+    return worst;
+  };
+  const double highest = max_rel_error(kiln::Precision::highest);
+  const double high = max_rel_error(kiln::Precision::high);
+  EXPECT_LT(highest, 1e-6);
+  EXPECT_LT(high, 2.0 * std::ldexp(1.0, -11));
+  EXPECT_GT(high, 4 * highest) << "Precision::high did not use TF32";
+}
+
+}  // namespace

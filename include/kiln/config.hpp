@@ -33,7 +33,7 @@ std::vector<FeatureState> features();
 // torch.set_float32_matmul_precision and JAX's default precision:
 //   highest: strict fp32 (the default); every product and sum rounds as float does.
 //   high:    TF32 tensor cores on CUDA: operands rounded to 10 mantissa bits, fp32 accumulation;
-//            relative error about 2^-11 * sqrt(k) of the sum of |a||b| (docs/accuracy.md).
+//            error within about 2^-10 of the sum of |a||b| (docs/accuracy.md).
 // The CPU computes in strict fp32 under both.
 enum class Precision { highest, high };
 void set_float32_matmul_precision(Precision p);

@@ -52,6 +52,8 @@ std::unique_ptr<Context> create(int index) {
   c->cc_major = p.major;
   c->cc_minor = p.minor;
   c->sm_count = p.multiProcessorCount;
+  c->arch_name = fmt::format("sm_{}{}", p.major, p.minor);
+  c->device = Device::cuda(index);
   c->total_memory = p.totalGlobalMem;
   c->make_current();
   KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
@@ -64,8 +66,6 @@ std::unique_ptr<Context> create(int index) {
 }
 
 }  // namespace
-
-std::string Context::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
 
 void Context::make_current() const {
   // cudaSetDevice is cheap but not free; threads usually stay on one device.

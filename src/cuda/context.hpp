@@ -9,10 +9,13 @@
 #include <cstddef>
 #include <string>
 
+#include "kiln/device.hpp"
+
 namespace kiln::cuda {
 
 struct Context {
   int index = 0;
+  Device device = Device::cpu();  // Device::cuda(index), kept: tensors are stamped with it
   std::string name;  // "NVIDIA H200"
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
@@ -20,8 +23,9 @@ struct Context {
   cudaStream_t stream = nullptr;  // every op of this device is queued here, in order
   cudaMemPool_t pool = nullptr;   // the device's default pool, keeping freed memory for reuse
 
-  // "sm_90": the architecture NVRTC compiles for.
-  std::string arch() const;
+  std::string arch_name;  // "sm_90": the architecture NVRTC compiles for
+
+  const std::string& arch() const { return arch_name; }
   // Makes this device current on the calling thread (cheap when it already is).
   void make_current() const;
 };

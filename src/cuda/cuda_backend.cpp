@@ -6,7 +6,7 @@
 
 namespace kiln::cuda {
 
-CudaBackend::CudaBackend(int index) : ctx_(context(index)), device_(Device::cuda(index)) {}
+CudaBackend::CudaBackend(int index) : ctx_(context(index)) {}
 
 std::string CudaBackend::name() const { return "cuda<" + ctx_.arch() + ">"; }
 

@@ -14,7 +14,7 @@ class CudaBackend final : public detail::Backend {
  public:
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
-  Device device() const override { return device_; }
+  Device device() const override { return ctx_.device; }
   detail::Handle empty(const Dims& shape, DType dtype) override;
   void upload(const void* src, const detail::TensorImpl& t) override;
   void download(const detail::TensorImpl& t, void* dst) override;
@@ -31,7 +31,6 @@ class CudaBackend final : public detail::Backend {
 
  private:
   Context& ctx_;
-  Device device_;
 };
 
 }  // namespace kiln::cuda

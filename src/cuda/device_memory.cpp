@@ -59,7 +59,7 @@ detail::Handle device_empty(Context& ctx, const Dims& shape, DType dtype) {
   auto t = std::make_shared<detail::TensorImpl>();
   const auto n = detail::numel(shape);
   t->buffer = device_alloc(ctx, static_cast<std::size_t>(n) * dtype_size(dtype));
-  t->device = Device::cuda(ctx.index);
+  t->device = ctx.device;
   t->dtype = dtype;
   t->shape = shape;
   t->strides = detail::contiguous_strides(shape);

@@ -1,22 +1,25 @@
-// Matrix products on CUDA through cuBLASLt, rank 2 and batched rank 3, without copying views.
+// Matrix products on CUDA through cuBLASLt: out[b] = a[b] @ c[b], batched, without copying views.
 //
 // kiln's tensors are row-major, cuBLASLt's matrices column-major. A row-major [m, n] C = A B is
-// the column-major n x m matrix C^T = B^T A^T, so the call passes B first: a row-major operand
-// with unit column stride is, untouched, the column-major transpose cuBLASLt wants (op N), and
-// a transposed view (unit row stride) is the matrix itself (op T). Only an operand with neither
-// stride 1 is copied. Broadcast batches are a batch stride of 0.
+// the column-major n x m matrix C^T = B^T A^T, so cuBLASLt's "A" is kiln's b and its "B" is
+// kiln's a. A row-major [r, c] operand with unit column stride is, untouched, the column-major
+// c x r matrix x^T that the product wants (op N, ld = row stride); a transposed view (unit row
+// stride) is the column-major r x c matrix x itself, which cuBLASLt transposes (op T, ld =
+// column stride). Only an operand with neither stride 1 is copied. A broadcast batch is a batch
+// stride of 0 (STRIDED_BATCH_OFFSET defaults to 0 in cublasLt.h: every batch reads one matrix).
 //
-// The cuBLASLt heuristic's first algorithm is cached per problem (it costs tens of
-// microseconds, as much as a small matmul), with the descriptors, so a repeated shape is one
+// The heuristic costs tens of microseconds, as much as a small matmul, so its first choice is
+// cached with the descriptors per problem; a repeated problem is one map lookup and one
 // cublasLtMatmul call.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <tuple>
+#include <optional>
 
 #include "cuda/check.hpp"
 #include "cuda/cuda_ops.hpp"
@@ -27,45 +30,11 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+// Enough for cuBLASLt's split-k and stream-k kernels on large problems (its own guidance for
+// Hopper is 32 MiB).
+constexpr std::uint64_t kWorkspaceBytes = std::uint64_t{32} << 20;
 
-// One operand as cuBLASLt sees it: a column-major rows x cols matrix (after `trans`).
-struct Operand {
-  cublasOperation_t op = CUBLAS_OP_N;
-  std::int64_t rows = 0, cols = 0, ld = 0;  // of the stored column-major matrix
-  std::int64_t batch_stride = 0;
-  const void* data = nullptr;
-};
-
-// The column-major view of row-major x [B, r, c] as the transpose cuBLASLt multiplies, or
-// nothing when neither matrix stride is 1.
-bool as_column_major(const TensorImpl& x, Operand* o) {
-  const std::int64_t r = x.shape[1], c = x.shape[2];
-  std::int64_t sr = x.strides[1], sc = x.strides[2];
-  if (r == 1) sr = c;  // a size-1 dim's stride is free: make it the dense one
-  if (c == 1) sc = 1;
-  o->batch_stride = x.shape[0] == 1 ? 0 : x.strides[0];
-  o->data = x.data();
-  if (sc == 1 && sr >= std::max<std::int64_t>(c, 1)) {
-    // Row-major [r, c] with row stride sr is column-major c x r with ld sr: x^T, op N.
-    *o = {CUBLAS_OP_N, c, r, sr, o->batch_stride, o->data};
-    return true;
-  }
-  if (sr == 1 && sc >= std::max<std::int64_t>(r, 1)) {
-    // A transposed view: column-major r x c with ld sc, which op T turns into x^T.
-    *o = {CUBLAS_OP_T, r, c, sc, o->batch_stride, o->data};
-    return true;
-  }
-  return false;
-}
-
-int alignment(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  int bytes = 256;
-  while (bytes > 4 && a % bytes != 0) bytes /= 2;
-  return bytes;
-}
-
+// A cuBLASLt descriptor, destroyed with its owner.
 template <class T, cublasStatus_t (*Destroy)(T)>
 struct Owned {
   T h = nullptr;
@@ -73,53 +42,151 @@ struct Owned {
   Owned(const Owned&) = delete;
   Owned& operator=(const Owned&) = delete;
   ~Owned() {
-    if (h) Destroy(h);
+    if (h) Destroy(h);  // a destructor must not throw; destroying a valid descriptor cannot fail
   }
 };
 using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
 using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
-// Everything a repeated problem needs: descriptors and the chosen algorithm.
+// One operand in cuBLASLt's terms: the stored column-major rows x cols matrix and its op.
+struct Operand {
+  cublasOperation_t op = CUBLAS_OP_N;
+  std::int64_t rows = 0, cols = 0, ld = 0;
+  std::int64_t batch_stride = 0;  // elements; 0 for a broadcast (or single) batch
+  const void* data = nullptr;
+};
+
+// Row-major x [B, r, c] as cuBLASLt can read it, or nothing when it cannot (neither matrix
+// stride 1, an ld too small to be valid, a negative stride). A dim of extent 1 has a free
+// stride, so [1, c] and [r, 1] slices of any stride are read in place.
+std::optional<Operand> as_column_major(const TensorImpl& x, std::int64_t batch) {
+  const std::int64_t r = x.shape[1], c = x.shape[2], sr = x.strides[1], sc = x.strides[2];
+  const std::int64_t bs = batch == 1 || x.shape[0] == 1 ? 0 : x.strides[0];
+  if (bs < 0) return std::nullopt;
+  if (sc == 1 || c == 1) {  // column-major c x r, ld = row stride: x^T, op N
+    const std::int64_t ld = r == 1 ? std::max<std::int64_t>(c, 1) : sr;
+    if (ld >= std::max<std::int64_t>(c, 1)) return Operand{CUBLAS_OP_N, c, r, ld, bs, x.data()};
+  }
+  if (sr == 1 || r == 1) {  // column-major r x c, ld = column stride: x, op T
+    const std::int64_t ld = c == 1 ? std::max<std::int64_t>(r, 1) : sc;
+    if (ld >= std::max<std::int64_t>(r, 1)) return Operand{CUBLAS_OP_T, r, c, ld, bs, x.data()};
+  }
+  return std::nullopt;
+}
+
+// x as cuBLASLt reads it: in place when it can, else from a contiguous copy kept in `copy`
+// until the call is queued (its memory is then freed in stream order, after the matmul). A
+// broadcast batch is copied once and stays broadcast.
+Operand readable(Context& ctx, const TensorImpl& x, std::int64_t batch, detail::Handle& copy) {
+  if (auto o = as_column_major(x, batch)) return *o;
+  auto v = std::make_shared<TensorImpl>(x);
+  if (batch == 1 || x.strides[0] == 0) v->shape[0] = 1;
+  copy = contiguous(ctx, v);
+  if (auto o = as_column_major(*copy, batch)) return *o;
+  throw DeviceError("matmul: contiguous() returned a layout cuBLASLt cannot read");
+}
+
+// The alignment in bytes that holds for every matrix of a batch (its pointer and the batch
+// stride), capped at 256, the most cuBLASLt asks about: the lowest set bit of them all.
+std::uint32_t alignment(const void* p, std::int64_t batch_stride) {
+  const auto bits = reinterpret_cast<std::uintptr_t>(p) |
+                    static_cast<std::uintptr_t>(batch_stride) * sizeof(float) | 256u;
+  return static_cast<std::uint32_t>(bits & (~bits + 1));
+}
+
+// Everything that decides the descriptors and the heuristic's choice.
+struct Key {
+  int device;
+  Precision precision;
+  std::int64_t m, n, k, batch;
+  int op_a, op_b;
+  std::int64_t ld_a, ld_b, stride_a, stride_b;
+  std::uint32_t align_a, align_b, align_out;
+  auto operator<=>(const Key&) const = default;
+};
+
 struct Plan {
   MatmulDesc desc;
-  Layout a, b, c;
+  Layout a, b, d;  // cuBLASLt's A (kiln's b), B (kiln's a), and C = D (out)
   cublasLtMatmulAlgo_t algo{};
 };
 
-void make_layout(Layout& l, std::int64_t rows, std::int64_t cols, std::int64_t ld,
-                 std::int64_t batch, std::int64_t batch_stride) {
-  KILN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&l.h, CUDA_R_32F, rows, cols, ld));
-  const int count = static_cast<int>(batch);
-  KILN_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                   sizeof(count)));
-  KILN_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                   &batch_stride, sizeof(batch_stride)));
-}
-
-// Per device: the cuBLASLt handle, a workspace, and the plans by problem.
+// Per device: one handle and one workspace, made at first use and kept. The workspace is
+// shared by every call because every call of a device is queued on its one stream.
 struct DeviceState {
   cublasLtHandle_t handle = nullptr;
   std::shared_ptr<detail::Buffer> workspace;
-  using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                         std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int, int>;
-  std::map<Key, std::unique_ptr<Plan>> plans;
-  std::mutex mu;
 };
 
-DeviceState& state(Context& ctx) {
-  static std::mutex mu;
-  static std::map<int, std::unique_ptr<DeviceState>>* states =
-      new std::map<int, std::unique_ptr<DeviceState>>;  // never destroyed: outlives tensors
-  std::lock_guard lock(mu);
-  auto& s = (*states)[ctx.index];
-  if (!s) {
-    s = std::make_unique<DeviceState>();
-    ctx.make_current();
-    KILN_CUDA_CHECK(cublasLtCreate(&s->handle));
-    s->workspace = device_alloc(ctx, kWorkspaceBytes);
+// All under one mutex. Never destroyed: destroying handles after the CUDA runtime has shut
+// down at exit is undefined, and a plan is never erased, so pointers to one stay valid.
+struct Cache {
+  std::mutex mu;
+  std::map<int, DeviceState> devices;
+  std::map<Key, std::unique_ptr<Plan>> plans;
+};
+Cache& cache() {
+  static Cache* c = new Cache;
+  return *c;
+}
+
+void make_layout(Layout& l, const Operand& o, std::int64_t batch) {
+  KILN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&l.h, CUDA_R_32F, o.rows, o.cols, o.ld));
+  const auto count = static_cast<std::int32_t>(batch);
+  KILN_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                   sizeof(count)));
+  KILN_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                   &o.batch_stride, sizeof(o.batch_stride)));
+}
+
+// Descriptors for a problem and the heuristic's first algorithm for them.
+std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const Key& key, const Operand& a,
+                                const Operand& b, const Operand& d) {
+  auto p = std::make_unique<Plan>();
+  const cublasComputeType_t compute =
+      key.precision == Precision::high ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  KILN_CUDA_CHECK(cublasLtMatmulDescCreate(&p->desc.h, compute, CUDA_R_32F));
+  KILN_CUDA_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &b.op, sizeof(b.op)));
+  KILN_CUDA_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &a.op, sizeof(a.op)));
+  make_layout(p->a, b, key.batch);
+  make_layout(p->b, a, key.batch);
+  make_layout(p->d, d, key.batch);
+
+  Preference pref;
+  KILN_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref.h));
+  KILN_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes, sizeof(kWorkspaceBytes)));
+  // Without these the heuristic assumes 256-byte alignment and may choose a kernel that cannot
+  // run on a view that starts mid-row (or a batch stride that is not a multiple of 64).
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_out},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_out}};
+  for (const auto& [attr, bytes] : aligns) {
+    KILN_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &bytes, sizeof(bytes)));
   }
-  return *s;
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  KILN_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p->desc.h, p->a.h, p->b.h, p->d.h, p->d.h,
+                                                 pref.h, 1, &result, &found));
+  if (found == 0) {
+    auto side = [](const Operand& o) {
+      return fmt::format("op {}, ld {}, batch stride {}", o.op == CUBLAS_OP_T ? 'T' : 'N', o.ld,
+                         o.batch_stride);
+    };
+    throw DeviceError(fmt::format(
+        "matmul: cuBLASLt has no algorithm for [{}, {}, {}] x [{}, {}, {}] (a: {}; b: {}; "
+        "alignment {}/{}/{} bytes; precision {})",
+        key.batch, key.m, key.k, key.batch, key.k, key.n, side(a), side(b), key.align_a,
+        key.align_b, key.align_out, key.precision == Precision::high ? "high" : "highest"));
+  }
+  p->algo = result.algo;
+  return p;
 }
 
 }  // namespace
@@ -127,82 +194,59 @@ DeviceState& state(Context& ctx) {
 void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const TensorImpl& out) {
   const std::int64_t batch = out.shape[0], m = out.shape[1], n = out.shape[2];
   const std::int64_t k = a_in.shape[2];
-  // Copies of operands cuBLASLt cannot read as they are; held until the call is queued.
-  detail::Handle a_copy, b_copy;
-  Operand a, b;
-  if (!as_column_major(a_in, &a)) {
-    a_copy = contiguous(ctx, std::make_shared<TensorImpl>(a_in));
-    as_column_major(*a_copy, &a);
-  }
-  if (!as_column_major(b_in, &b)) {
-    b_copy = contiguous(ctx, std::make_shared<TensorImpl>(b_in));
-    as_column_major(*b_copy, &b);
-  }
-  if (k == 0) {
-    // cuBLASLt rejects k = 0; the product of empty sums is zero.
-    ctx.make_current();
+  if (out.numel() == 0) return;
+  ctx.make_current();
+  if (k == 0) {  // cuBLASLt rejects k = 0; a sum of no products is 0
     KILN_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, out.numel() * sizeof(float), ctx.stream));
     return;
   }
-  const bool tf32 = float32_matmul_precision() == Precision::high;
-  DeviceState& s = state(ctx);
-  const int align = std::min({alignment(a.data), alignment(b.data), alignment(out.data())});
-  DeviceState::Key key{tf32,
-                       align,
-                       m,
-                       n,
-                       k,
-                       batch,
-                       a.ld,
-                       b.ld,
-                       a.batch_stride,
-                       b.batch_stride,
-                       static_cast<int>(a.op),
-                       static_cast<int>(b.op),
-                       0};
-  std::lock_guard lock(s.mu);
-  auto& plan = s.plans[key];
-  if (!plan) {
-    auto p = std::make_unique<Plan>();
-    const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    KILN_CUDA_CHECK(cublasLtMatmulDescCreate(&p->desc.h, compute, CUDA_R_32F));
-    // C^T (n x m) = B^T (n x k) * A^T (k x m): B's operand first.
-    KILN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p->desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &b.op,
-                                                   sizeof(b.op)));
-    KILN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p->desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &a.op,
-                                                   sizeof(a.op)));
-    make_layout(p->a, b.rows, b.cols, b.ld, batch, b.batch_stride);
-    make_layout(p->b, a.rows, a.cols, a.ld, batch, a.batch_stride);
-    make_layout(p->c, n, m, n, batch, m * n);
-    Preference pref;
-    KILN_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref.h));
-    std::uint64_t ws = kWorkspaceBytes;
-    KILN_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    // The real alignment of the operands: the heuristic otherwise assumes 256 bytes.
-    const std::uint32_t al = static_cast<std::uint32_t>(align);
-    for (auto attr :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-      KILN_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &al, sizeof(al)));
-    }
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    KILN_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(s.handle, p->desc.h, p->a.h, p->b.h, p->c.h,
-                                                   p->c.h, pref.h, 1, &result, &found));
-    if (found == 0) {
-      throw DeviceError(fmt::format(
-          "matmul: cuBLASLt has no algorithm for [{}, {}, {}] x [{}, {}, {}] (precision {})", batch,
-          m, k, batch, k, n, tf32 ? "high" : "highest"));
-    }
-    p->algo = result.algo;
-    plan = std::move(p);
+  if (batch > INT32_MAX) {
+    throw DeviceError(fmt::format("matmul: batch {} exceeds cuBLASLt's int32 count", batch));
   }
+
+  detail::Handle a_copy, b_copy;
+  const Operand a = readable(ctx, a_in, batch, a_copy), b = readable(ctx, b_in, batch, b_copy);
+  const Operand d{CUBLAS_OP_N, n, m, n, batch == 1 ? 0 : m * n, out.data()};
+
+  const Key key{ctx.index,
+                float32_matmul_precision(),
+                m,
+                n,
+                k,
+                batch,
+                a.op,
+                b.op,
+                a.ld,
+                b.ld,
+                a.batch_stride,
+                b.batch_stride,
+                alignment(a.data, a.batch_stride),
+                alignment(b.data, b.batch_stride),
+                alignment(d.data, d.batch_stride)};
+
+  Cache& c = cache();
+  const Plan* plan = nullptr;
+  const DeviceState* dev = nullptr;
+  {
+    std::lock_guard lock(c.mu);
+    DeviceState& s = c.devices[ctx.index];
+    if (!s.handle) {
+      s.workspace = device_alloc(ctx, kWorkspaceBytes);
+      KILN_CUDA_CHECK(cublasLtCreate(&s.handle));  // made with this device current
+    }
+    auto it = c.plans.find(key);
+    if (it == c.plans.end()) {
+      it = c.plans.emplace(key, make_plan(s.handle, key, a, b, d)).first;
+    }
+    plan = it->second.get();
+    dev = &s;
+  }
+
+  // Plans are read-only once made, so the launch needs no lock.
   const float one = 1.0f, zero = 0.0f;
-  ctx.make_current();
-  KILN_CUDA_CHECK(cublasLtMatmul(s.handle, plan->desc.h, &one, b.data, plan->a.h, a.data, plan->b.h,
-                                 &zero, out.data(), plan->c.h, out.data(), plan->c.h, &plan->algo,
-                                 s.workspace->data(), kWorkspaceBytes, ctx.stream));
+  KILN_CUDA_CHECK(cublasLtMatmul(dev->handle, plan->desc.h, &one, b.data, plan->a.h, a.data,
+                                 plan->b.h, &zero, out.data(), plan->d.h, out.data(), plan->d.h,
+                                 &plan->algo, dev->workspace->data(), kWorkspaceBytes, ctx.stream));
 }
 
 }  // namespace kiln::cuda

@@ -73,12 +73,20 @@ std::int32_t Program::where(std::int32_t cond, std::int32_t a, std::int32_t b) {
 }
 
 std::string Program::signature() const {
+  // Raw bytes, not text: it is built on every op launch, so it must cost little. Node ids are
+  // below 2^31, so 4 bytes each.
   std::string s;
+  s.reserve(nodes.size() * 14 + outputs.size() * 4 + 1);
+  auto put32 = [&s](std::int32_t v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
   for (const auto& n : nodes) {
-    s += fmt::format("{}:{}({},{},{});", op_name(n.op), dtype_name(n.dtype), n.a, n.b, n.c);
+    s.push_back(static_cast<char>(n.op));
+    s.push_back(static_cast<char>(n.dtype));
+    put32(n.a);
+    put32(n.b);
+    put32(n.c);
   }
-  s += "->";
-  for (auto o : outputs) s += fmt::format("{},", o);
+  s.push_back('>');
+  for (auto o : outputs) put32(o);
   return s;
 }
 

@@ -80,7 +80,7 @@ struct Program {
   void output(std::int32_t node) { outputs.push_back(node); }
 
   DType dtype(std::int32_t node) const { return nodes[node].dtype; }
-  // Structure only (ops, dtypes, wiring): the key a compiled kernel is cached under.
+  // Structure only (ops, dtypes, wiring), as bytes: the key a compiled kernel is cached under.
   std::string signature() const;
 };
 

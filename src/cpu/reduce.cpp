@@ -530,35 +530,7 @@ void dispatch(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) 
 }  // namespace
 
 void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
-  const std::string name = detail::reduce_name(op);
-  const std::string where = "x " + format_dims(x.shape) +
-                            (dim >= 0 ? ", dim " + std::to_string(dim) : std::string(", all"));
-  if (dim >= x.rank()) throw IndexError(name + ": no dim " + std::to_string(dim) + " in " + where);
-  Dims want = x.shape;
-  if (dim >= 0) {
-    want[dim] = 1;
-  } else {
-    want.assign(want.size(), 1);
-  }
-  if (out.shape != want || !out.is_contiguous()) {
-    throw ShapeError(name + ": output " + format_dims(out.shape) + " for " + where +
-                     " (expected a contiguous " + format_dims(want) + ")");
-  }
-  const DType result = detail::reduce_result_dtype(op, x.dtype);
-  if (out.dtype != result) {
-    throw DTypeError(name + " of " + dtype_name(x.dtype) + " writes " + dtype_name(result) +
-                     ", but the output is " + dtype_name(out.dtype));
-  }
-  const std::int64_t len = dim >= 0 ? x.shape[dim] : x.numel();
-  const bool has_identity = op == ReduceOp::sum || op == ReduceOp::mean;
-  if (!has_identity && len == 0 && out.numel() > 0) {
-    throw ValueError(name + ": empty reduction has no identity (" + where + ")");
-  }
-  if ((op == ReduceOp::argmax || op == ReduceOp::argmin) &&
-      len - 1 > std::numeric_limits<std::int32_t>::max()) {
-    throw ValueError(name + ": indices up to " + std::to_string(len - 1) + " do not fit in i32 (" +
-                     where + ")");
-  }
+  detail::check_reduce_call(op, x, dim, out);
   switch (x.dtype) {
     case DType::f32:
       return dispatch<float>(op, x, dim, out);

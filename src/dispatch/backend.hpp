@@ -21,6 +21,9 @@ const char* reduce_name(ReduceOp op);
 // The dtype `op` over an `in` tensor writes: sum keeps f32 and sums i32/bool to i32, mean is
 // f32, max/min keep the dtype, argmax/argmin give i32 indices.
 DType reduce_result_dtype(ReduceOp op, DType in);
+// Throws (IndexError, ShapeError, DTypeError, ValueError) unless reduce(op, x, dim, out) meets
+// Backend::reduce's contract below.
+void check_reduce_call(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
 
 struct RandomSpec {
   enum class Kind : std::uint8_t { uniform, normal } kind = Kind::uniform;

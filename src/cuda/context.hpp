@@ -16,7 +16,7 @@ namespace kiln::cuda {
 struct Context {
   int index = 0;
   Device device = Device::cpu();  // Device::cuda(index), kept: tensors are stamped with it
-  std::string name;  // "NVIDIA H200"
+  std::string name;               // "NVIDIA H200"
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   std::size_t total_memory = 0;

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/coalesce.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/nvrtc_compiler.hpp"
@@ -49,42 +50,9 @@ constexpr std::int64_t kThreadsPerSm = 2048;
 constexpr std::int64_t kThreadBlocksPerSm = 16;
 constexpr std::int64_t kMaxGrid = std::numeric_limits<std::int32_t>::max();
 
-// Dims in row-major order with size-1 dims dropped and mergeable neighbours merged.
-struct Layout {
-  Dims shape, strides;
-  std::int64_t numel = 1;
-};
-
-Layout coalesce(const Dims& shape, const Dims& strides) {
-  Layout l;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    l.numel *= shape[d];
-    if (shape[d] == 1) continue;
-    if (!l.shape.empty() && l.strides.back() == strides[d] * shape[d]) {
-      l.shape.back() *= shape[d];
-      l.strides.back() = strides[d];
-    } else {
-      l.shape.push_back(shape[d]);
-      l.strides.push_back(strides[d]);
-    }
-  }
-  return l;
-}
-
-// The same elements in the order that walks memory forward (broadcast dims outermost), for the
-// reductions whose result does not depend on the order: a transposed x then reads densely.
-Layout memory_order(const Dims& shape, const Dims& strides) {
-  std::vector<std::size_t> order(shape.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  auto key = [&](std::size_t d) {
-    return strides[d] == 0 ? std::numeric_limits<std::int64_t>::max() : strides[d];
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
-  Dims s, st;
-  for (std::size_t d : order) s.push_back(shape[d]), st.push_back(strides[d]);
-  return coalesce(s, st);
-}
+using detail::coalesce;
+using detail::Layout;
+using detail::memory_order;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

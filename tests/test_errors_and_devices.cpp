@@ -133,7 +133,7 @@ TEST_P(ErrorsTest, DeviceRegistry) {
 
 TEST_P(ErrorsTest, BackendNameAndFeatures) {
   const auto name = Device::cpu().backend_name();
-  EXPECT_EQ(name.rfind("dispatch<cpu<", 0), 0u) << name;
+  EXPECT_EQ(name.rfind(KILN_WITH_FUSION ? "dispatch<fusion<cpu<" : "dispatch<cpu<", 0), 0u) << name;
   EXPECT_TRUE(name.size() > 15 && name.substr(name.size() - 2) == ">>") << name;
   std::set<std::string> names;
   for (const auto& f : kiln::features()) {
@@ -143,6 +143,7 @@ TEST_P(ErrorsTest, BackendNameAndFeatures) {
   }
   EXPECT_TRUE(names.count("simd"));
   EXPECT_TRUE(names.count("threads"));
+  EXPECT_TRUE(names.count("fusion"));
   EXPECT_FALSE(kiln::version().empty());
 }
 
@@ -159,17 +160,23 @@ class ConfigTest : public kt::DeviceTest {
 KILN_INSTANTIATE_DEVICES(ConfigTest);
 
 TEST_P(ConfigTest, SwitchesShowInNameAndFeatures) {
-  kiln::set_config({.simd = false, .threads = 0});
+  kiln::set_config({.simd = false, .threads = 0, .fusion = false});
   EXPECT_EQ(kiln::config().simd, false);
   EXPECT_EQ(kiln::config().threads, 0);
+  EXPECT_EQ(kiln::config().fusion, false);
   EXPECT_EQ(Device::cpu().backend_name(), "dispatch<cpu<scalar>>");
   EXPECT_FALSE(live("simd"));
   EXPECT_FALSE(live("threads"));
+  EXPECT_FALSE(live("fusion"));
+  kiln::set_config({.simd = false, .threads = 0, .fusion = true});
+  EXPECT_EQ(Device::cpu().backend_name(),
+            KILN_WITH_FUSION ? "dispatch<fusion<cpu<scalar>>>" : "dispatch<cpu<scalar>>");
   kiln::set_config({.simd = true, .threads = -1});
   EXPECT_EQ(live("simd"), bool(KILN_WITH_SIMD));
   EXPECT_EQ(live("threads"), bool(KILN_WITH_THREADS));
+  EXPECT_EQ(live("fusion"), bool(KILN_WITH_FUSION));
   if (KILN_WITH_SIMD) {
-    EXPECT_NE(Device::cpu().backend_name(), "dispatch<cpu<scalar>>");
+    EXPECT_EQ(Device::cpu().backend_name().find("scalar"), std::string::npos);
   }
 }
 

@@ -1,7 +1,8 @@
 // Run-time configuration and the state of every performance feature.
 //
 // Defaults come from the environment when kiln is first used: KILN_SIMD=0 runs scalar loops,
-// KILN_THREADS=0 runs one CPU thread, KILN_THREADS=N caps the pool at N threads.
+// KILN_THREADS=0 runs one CPU thread, KILN_THREADS=N caps the pool at N threads, KILN_FUSION=0
+// runs every op eagerly.
 #pragma once
 
 #include <string>
@@ -10,13 +11,15 @@
 namespace kiln {
 
 struct Config {
-  bool simd = true;  // Highway kernels (if compiled in); false runs scalar loops
-  int threads = -1;  // -1: all hardware threads; 0: threads off (one thread); N: at most N
+  bool simd = true;    // Highway kernels (if compiled in); false runs scalar loops
+  int threads = -1;    // -1: all hardware threads; 0: threads off (one thread); N: at most N
+  bool fusion = true;  // the fusion decorator (if compiled in); false runs every op eagerly
 };
 
 // The configuration now in force.
 Config config();
-// Replaces it; takes effect for the next op. Throws ValueError on a bad value.
+// Replaces it; takes effect for the next op (switching fusion runs what was recorded first).
+// Throws ValueError on a bad value.
 void set_config(const Config& c);
 
 struct FeatureState {
@@ -46,6 +49,26 @@ struct CompileStats {
   double seconds = 0;
 };
 CompileStats compile_stats();
+
+// What the fusion decorator did in this process, over all devices (src/fusion/).
+struct FusionStats {
+  long long ops_recorded = 0;     // element-wise ops appended to a group instead of running
+  long long groups_run = 0;       // closed groups launched as one kernel
+  long long plan_hits = 0;        // groups whose plan came from the plan cache
+  long long plan_misses = 0;      // groups lowered anew (each a new kernel to compile on CUDA)
+  long long outputs_written = 0;  // tensors the fused kernels wrote (live results only)
+  long long bytes_written = 0;    // and their bytes
+};
+FusionStats fusion_stats();
+
+// Device and host buffers alive now and at most since the last reset_peak_buffers(): what a
+// long recorded loop holds.
+struct MemoryStats {
+  long long live_buffers = 0;
+  long long peak_buffers = 0;
+};
+MemoryStats memory_stats();
+void reset_peak_buffers();
 
 std::string version();
 

@@ -15,11 +15,13 @@ namespace {
 
 constexpr bool kSimdCompiled = KILN_WITH_SIMD;
 constexpr bool kThreadsCompiled = KILN_WITH_THREADS;
+constexpr bool kFusionCompiled = KILN_WITH_FUSION;
 
 // Where the value in force came from, for features().
 struct Source {
   bool simd_from_env = false;
   bool threads_from_env = false;
+  bool fusion_from_env = false;
 };
 
 // Parses "0"/"1"/"off"/"on" style switches; anything else is an error listing the valid ones.
@@ -43,6 +45,7 @@ struct State {
   Source src;
   std::atomic<bool> simd{true};
   std::atomic<int> threads{1};
+  std::atomic<bool> fusion{true};
 
   State() {
     if (const char* v = std::getenv("KILN_SIMD")) {
@@ -53,6 +56,10 @@ struct State {
       cfg.threads = parse_threads(v);
       src.threads_from_env = true;
     }
+    if (const char* v = std::getenv("KILN_FUSION")) {
+      cfg.fusion = parse_switch("KILN_FUSION", v);
+      src.fusion_from_env = true;
+    }
     publish();
   }
   void publish() {
@@ -60,6 +67,7 @@ struct State {
     int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int n = cfg.threads < 0 ? hw : std::max(1, cfg.threads);
     threads = kThreadsCompiled ? n : 1;
+    fusion = kFusionCompiled && cfg.fusion;
   }
 };
 
@@ -82,6 +90,8 @@ void set_config(const Config& c) {
                      ": expected -1 (all), 0 (one thread) or a count N >= 1");
   }
   auto& s = state();
+  // What was recorded runs before fusion switches, so no pending tensor outlives its decorator.
+  if (c.fusion != s.fusion.load()) detail::flush_fused_devices();
   std::lock_guard lock(s.mu);
   s.cfg = c;
   s.src = Source{};
@@ -109,7 +119,9 @@ std::vector<FeatureState> features() {
       "built with -DKILN_SIMD=OFF");
   add("threads", kThreadsCompiled, s.cfg.threads != 0, s.src.threads_from_env, "KILN_THREADS=0",
       "built with -DKILN_THREADS=OFF");
-  for (const char* pending : {"fusion", "autotune", "persistence"})
+  add("fusion", kFusionCompiled, s.cfg.fusion, s.src.fusion_from_env, "KILN_FUSION=0",
+      "built with -DKILN_FUSION=OFF");
+  for (const char* pending : {"autotune", "persistence"})
     out.push_back({pending, false, false, "not implemented yet"});
   const std::string cuda_why = detail::cuda_absent_reason(0);
   out.push_back(
@@ -136,6 +148,7 @@ std::string version() { return KILN_VERSION; }
 namespace detail {
 bool simd_live() { return state().simd.load(std::memory_order_relaxed); }
 int thread_limit() { return state().threads.load(std::memory_order_relaxed); }
+bool fusion_live() { return state().fusion.load(std::memory_order_relaxed); }
 }  // namespace detail
 
 }  // namespace kiln

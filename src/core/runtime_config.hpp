@@ -9,5 +9,7 @@ namespace kiln::detail {
 bool simd_live();
 // Threads the CPU may use: 1 when threads are compiled out or switched off.
 int thread_limit();
+// The fusion decorator compiled in and switched on.
+bool fusion_live();
 
 }  // namespace kiln::detail

@@ -13,20 +13,28 @@
 
 namespace kiln::detail {
 
-// Memory owned by a backend: host memory for the CPU, device memory for CUDA.
+// Memory owned by a backend: host memory for the CPU, device memory for CUDA. Every buffer that
+// holds memory is counted (kiln::memory_stats); a deferred one (the fusion decorator's, for a
+// result not computed yet) gets its memory later through bind() and is not counted itself.
 class Buffer {
  public:
-  Buffer(void* data, std::size_t bytes) : data_(data), bytes_(bytes) {}
-  virtual ~Buffer() = default;
+  Buffer(void* data, std::size_t bytes);
+  virtual ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
 
+ protected:
+  struct Deferred {};
+  Buffer(Deferred, std::size_t bytes) : data_(nullptr), bytes_(bytes), counted_(false) {}
+  void bind(void* data) { data_ = data; }
+
  private:
   void* data_;
   std::size_t bytes_;
+  bool counted_ = true;
 };
 
 struct TensorImpl {

@@ -5,9 +5,13 @@
 #include <memory>
 #include <mutex>
 
+#include "core/runtime_config.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
+#if KILN_WITH_FUSION
+#include "fusion/fusion_backend.hpp"
+#endif
 #if KILN_WITH_CUDA
 #include "cuda/context.hpp"
 #include "cuda/cuda_backend.hpp"
@@ -17,21 +21,60 @@
 namespace kiln {
 namespace detail {
 
-Backend& backend(Device device) {
-  if (device.kind() == Device::Kind::cpu) {
-    static cpu::CpuBackend cpu_backend;
-    return cpu_backend;
+namespace {
+
+// One device's chain: its backend and, when compiled in, the fusion decorator over it.
+struct Chain {
+  std::unique_ptr<Backend> inner;
+#if KILN_WITH_FUSION
+  std::unique_ptr<fusion::Fusion> fused;
+#endif
+  explicit Chain(std::unique_ptr<Backend> b) : inner(std::move(b)) {
+#if KILN_WITH_FUSION
+    fused = std::make_unique<fusion::Fusion>(*inner);
+#endif
   }
+  Backend& live() {
+#if KILN_WITH_FUSION
+    if (fusion_live()) return *fused;
+#endif
+    return *inner;
+  }
+};
+
+std::mutex chains_mu;
+std::deque<std::unique_ptr<Chain>>& cuda_chains() {  // by device index
+  static std::deque<std::unique_ptr<Chain>> chains;
+  return chains;
+}
+Chain& cpu_chain() {
+  static Chain chain(std::make_unique<cpu::CpuBackend>());
+  return chain;
+}
+
+}  // namespace
+
+Backend& backend(Device device) {
+  if (device.kind() == Device::Kind::cpu) return cpu_chain().live();
 #if KILN_WITH_CUDA
-  static std::mutex mu;
-  static std::deque<std::unique_ptr<Backend>> cuda_backends;  // by device index
-  std::lock_guard lock(mu);
+  std::lock_guard lock(chains_mu);
+  auto& chains = cuda_chains();
   const auto i = static_cast<std::size_t>(device.index());
-  if (cuda_backends.size() <= i) cuda_backends.resize(i + 1);
-  if (!cuda_backends[i]) cuda_backends[i] = std::make_unique<cuda::CudaBackend>(device.index());
-  return *cuda_backends[i];
+  if (chains.size() <= i) chains.resize(i + 1);
+  if (!chains[i])
+    chains[i] = std::make_unique<Chain>(std::make_unique<cuda::CudaBackend>(device.index()));
+  return chains[i]->live();
 #else
   throw DeviceError(device.str() + ": " + cuda_absent_reason(device.index()));
+#endif
+}
+
+void flush_fused_devices() {
+#if KILN_WITH_FUSION
+  cpu_chain().fused->flush();
+  std::lock_guard lock(chains_mu);
+  for (auto& chain : cuda_chains())
+    if (chain) chain->fused->flush();
 #endif
 }
 
@@ -57,6 +100,14 @@ CompileStats compile_stats() {
 #if KILN_WITH_CUDA
   const auto s = cuda::compile_stats();
   return {s.compiles, s.seconds};
+#else
+  return {};
+#endif
+}
+
+FusionStats fusion_stats() {
+#if KILN_WITH_FUSION
+  return fusion::stats();
 #else
   return {};
 #endif

@@ -5,8 +5,11 @@
 
 namespace kiln::detail {
 
-// The backend chain of a device (created at first use). Throws DeviceError if absent.
+// The backend chain of a device (created at first use): the fusion decorator over the device's
+// backend while fusion is live, else the backend itself. Throws DeviceError if absent.
 Backend& backend(Device device);
+// Runs what every fusion decorator has recorded (before fusion is switched off).
+void flush_fused_devices();
 
 // Why CUDA device `index` is absent, or empty when it is present.
 std::string cuda_absent_reason(int index);

@@ -90,4 +90,22 @@ std::string Program::signature() const {
   return s;
 }
 
+std::string describe(const Program& p) {
+  std::string s;
+  for (std::size_t n = 0; n < p.nodes.size(); ++n) {
+    const Node& node = p.nodes[n];
+    s += fmt::format("  %{} = {} {}", n, op_name(node.op), dtype_name(node.dtype));
+    if (node.op == Op::input || node.op == Op::scalar) {
+      s += fmt::format(" #{}", node.a);
+    } else {
+      for (std::int32_t operand : {node.a, node.b, node.c})
+        if (operand >= 0) s += fmt::format(" %{}", operand);
+    }
+    s += "\n";
+  }
+  s += "  outputs:";
+  for (auto o : p.outputs) s += fmt::format(" %{}", o);
+  return s;
+}
+
 }  // namespace kiln::ir

@@ -84,4 +84,7 @@ struct Program {
   std::string signature() const;
 };
 
+// A readable listing, one node per line ("%3 = mul f32 %1 %2"), for traces and test failures.
+std::string describe(const Program& p);
+
 }  // namespace kiln::ir

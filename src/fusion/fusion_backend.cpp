@@ -1,0 +1,170 @@
+#include "fusion/fusion_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "core/log.hpp"
+#include "fusion/plan_cache.hpp"
+
+namespace kiln::fusion {
+namespace {
+
+struct Counters {
+  std::atomic<long long> ops_recorded{0}, groups_run{0}, plan_hits{0}, plan_misses{0},
+      outputs_written{0}, bytes_written{0};
+};
+Counters counters;
+
+// Whether the call writes fresh results of its own shape, element for element: only then can
+// they be recorded (cat writes slices of one existing tensor).
+bool fresh_outputs(std::span<const detail::TensorImpl* const> outputs) {
+  for (const detail::TensorImpl* t : outputs) {
+    const PendingBuffer* p = unbound(*t);
+    if (!p || p->node >= 0 || t->offset != 0 || !t->is_contiguous() || t->shape != p->shape())
+      return false;
+  }
+  return true;
+}
+
+void trace(const Device& device, const Group& g, const Plan& plan, bool hit) {
+  if (!detail::log_enabled("fusion")) return;
+  detail::log_line(
+      "fusion",
+      fmt::format("{}: group of {} ops over {} -> {} inputs, {} scalars, {} outputs, plan {}\n{}",
+                  device.str(), g.ops, format_dims(g.shape), plan.program.inputs.size(),
+                  plan.program.scalars.size(), plan.program.outputs.size(), hit ? "cached" : "new",
+                  ir::describe(plan.program)));
+}
+
+}  // namespace
+
+detail::Handle Fusion::empty(const Dims& shape, DType dtype) {
+  auto t = std::make_shared<detail::TensorImpl>();
+  t->buffer = std::make_shared<PendingBuffer>(shape, dtype);
+  t->device = inner_.device();
+  t->dtype = dtype;
+  t->shape = shape;
+  t->strides = detail::contiguous_strides(shape);
+  return t;
+}
+
+void Fusion::bind(const detail::TensorImpl& t) {
+  if (PendingBuffer* p = unbound(t)) p->bind(inner_.empty(p->shape(), p->dtype())->buffer);
+}
+
+void Fusion::upload(const void* src, const detail::TensorImpl& t) {
+  bind(t);
+  inner_.upload(src, t);
+}
+
+void Fusion::random(const detail::RandomSpec& spec, std::uint64_t seed,
+                    const detail::TensorImpl& out) {
+  bind(out);
+  inner_.random(spec, seed, out);
+}
+
+void Fusion::download(const detail::TensorImpl& t, void* dst) {
+  flush();
+  inner_.download(t, dst);
+}
+
+void Fusion::sync() {
+  flush();
+  inner_.sync();
+}
+
+void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+                    const detail::TensorImpl& out) {
+  flush();
+  bind(out);
+  inner_.reduce(op, x, dim, out);
+}
+
+void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                    const detail::TensorImpl& out) {
+  flush();
+  bind(out);
+  inner_.matmul(a, b, out);
+}
+
+void Fusion::elementwise(const ir::Program& program,
+                         std::span<const detail::TensorImpl* const> inputs,
+                         std::span<const double> scalars,
+                         std::span<const detail::TensorImpl* const> outputs) {
+  std::lock_guard lock(mu_);
+  const Dims& shape = outputs[0]->shape;
+  if (!fresh_outputs(outputs) || detail::numel(shape) == 0) {
+    flush_locked();
+    for (const detail::TensorImpl* t : outputs) bind(*t);
+    inner_.elementwise(program, inputs, scalars, outputs);
+    return;
+  }
+  // A pending result read other than element for element must exist in memory first.
+  bool needs_memory = !group_.empty() && group_.shape != shape;
+  for (const detail::TensorImpl* t : inputs)
+    needs_memory = needs_memory || (unbound(*t) && !group_.reads_in_registers(*t));
+  if (needs_memory || !group_.fits(inputs)) flush_locked();
+  if (group_.empty()) {
+    group_.serial = serial_++;
+    group_.shape = shape;
+  }
+  std::vector<std::shared_ptr<PendingBuffer>> outs;
+  for (const detail::TensorImpl* t : outputs)
+    outs.push_back(std::static_pointer_cast<PendingBuffer>(t->buffer));
+  group_.append(program, inputs, scalars, outs);
+  counters.ops_recorded.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Fusion::flush() {
+  std::lock_guard lock(mu_);
+  flush_locked();
+}
+
+void Fusion::flush_locked() {
+  if (group_.empty()) return;
+  Group g = std::move(group_);  // the decorator starts afresh even if running this one throws
+  group_ = Group{};
+
+  // The results someone still holds; the rest stay in registers.
+  std::vector<std::shared_ptr<PendingBuffer>> live;
+  for (const PendingOutput& o : g.outputs) {
+    if (auto p = o.buffer.lock()) {
+      live.push_back(std::move(p));
+      g.program.output(o.node);
+    }
+  }
+  if (live.empty()) return;  // nothing observable: the whole group is dead code
+  const PlanLookup found = plan_for(g.program);
+  const Plan& plan = *found.plan;
+  trace(inner_.device(), g, plan, found.hit);
+
+  std::vector<const detail::TensorImpl*> in;
+  for (auto slot : plan.input_slots) in.push_back(&g.inputs[slot]);
+  std::vector<double> scalars;
+  for (auto slot : plan.scalar_slots) scalars.push_back(g.scalars[slot]);
+  std::vector<detail::Handle> out_handles;
+  std::vector<const detail::TensorImpl*> out;
+  long long bytes = 0;
+  for (const auto& p : live) {
+    out_handles.push_back(inner_.empty(p->shape(), p->dtype()));
+    p->bind(out_handles.back()->buffer);
+    out.push_back(out_handles.back().get());
+    bytes += static_cast<long long>(p->bytes());
+  }
+  inner_.elementwise(plan.program, in, scalars, out);
+
+  counters.groups_run.fetch_add(1, std::memory_order_relaxed);
+  (found.hit ? counters.plan_hits : counters.plan_misses).fetch_add(1, std::memory_order_relaxed);
+  counters.outputs_written.fetch_add(static_cast<long long>(live.size()),
+                                     std::memory_order_relaxed);
+  counters.bytes_written.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+FusionStats stats() {
+  return {counters.ops_recorded.load(),    counters.groups_run.load(),
+          counters.plan_hits.load(),       counters.plan_misses.load(),
+          counters.outputs_written.load(), counters.bytes_written.load()};
+}
+
+}  // namespace kiln::fusion

@@ -1,0 +1,61 @@
+// Fusion: the decorator between dispatch and a backend that records element-wise ops lazily.
+//
+// Element-wise calls are appended to the device's open group (src/fusion/group.hpp) instead of
+// running. The group closes, is planned (plan_cache.hpp) and runs as one call of the backend
+// below, hence one kernel, when:
+//   - an op cannot join it: matmul, a reduction, an element-wise call over another shape, one
+//     that writes into an existing tensor (cat), or one that reads a result of the group through
+//     a view other than element for element (a transpose, a broadcast);
+//   - data is read (download) or the device is synced;
+//   - it reaches its limits (kMaxOps ops, kMaxInputs inputs);
+//   - fusion is switched off.
+// Memory is bound to a result only when its group runs and only if a handle to it is still
+// alive; dropped intermediates live in registers. Creation (upload, random) binds memory at
+// once and runs without closing the group, as it cannot depend on it.
+#pragma once
+
+#include <mutex>
+
+#include "dispatch/backend.hpp"
+#include "fusion/group.hpp"
+#include "kiln/config.hpp"
+
+namespace kiln::fusion {
+
+class Fusion final : public detail::Backend {
+ public:
+  explicit Fusion(detail::Backend& inner) : inner_(inner) {}
+
+  std::string name() const override { return "fusion<" + inner_.name() + ">"; }
+  Device device() const override { return inner_.device(); }
+  detail::Handle empty(const Dims& shape, DType dtype) override;
+  void upload(const void* src, const detail::TensorImpl& t) override;
+  void download(const detail::TensorImpl& t, void* dst) override;
+  void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
+                   std::span<const double> scalars,
+                   std::span<const detail::TensorImpl* const> outputs) override;
+  void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+              const detail::TensorImpl& out) override;
+  void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
+              const detail::TensorImpl& out) override;
+  void random(const detail::RandomSpec& spec, std::uint64_t seed,
+              const detail::TensorImpl& out) override;
+  void sync() override;
+
+  // Runs the open group, if any.
+  void flush();
+
+ private:
+  void flush_locked();
+  void bind(const detail::TensorImpl& t);  // gives t memory if it has none yet
+
+  detail::Backend& inner_;
+  std::mutex mu_;
+  Group group_;
+  std::uint64_t serial_ = 1;
+};
+
+// Counters over every device's decorator, as kiln::fusion_stats() reports them.
+FusionStats stats();
+
+}  // namespace kiln::fusion

@@ -1,0 +1,66 @@
+#include "fusion/group.hpp"
+
+namespace kiln::fusion {
+namespace {
+
+bool same_view(const detail::TensorImpl& a, const detail::TensorImpl& b) {
+  return a.buffer == b.buffer && a.offset == b.offset && a.dtype == b.dtype &&
+         a.strides == b.strides;
+}
+
+}  // namespace
+
+bool Group::reads_in_registers(const detail::TensorImpl& input) const {
+  const PendingBuffer* p = unbound(input);
+  return p && p->group == serial && input.offset == 0 && input.is_contiguous();
+}
+
+bool Group::fits(std::span<const detail::TensorImpl* const> in) const {
+  if (ops + 1 > kMaxOps) return false;
+  std::size_t added = 0;
+  for (const detail::TensorImpl* t : in) {
+    if (reads_in_registers(*t)) continue;
+    bool known = false;
+    for (const auto& have : inputs) known = known || same_view(have, *t);
+    added += !known;
+  }
+  return inputs.size() + added <= kMaxInputs;
+}
+
+std::int32_t Group::input_slot(const detail::TensorImpl& t) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (same_view(inputs[i], t)) return input_nodes[i];
+  }
+  inputs.push_back(t);
+  input_nodes.push_back(program.input(t.dtype));
+  return input_nodes.back();
+}
+
+void Group::append(const ir::Program& call, std::span<const detail::TensorImpl* const> in,
+                   std::span<const double> call_scalars,
+                   std::span<const std::shared_ptr<PendingBuffer>> outs) {
+  // The call's node ids -> this program's.
+  std::vector<std::int32_t> id(call.nodes.size());
+  auto map = [&id](std::int32_t n) { return n < 0 ? n : id[n]; };
+  for (std::size_t n = 0; n < call.nodes.size(); ++n) {
+    const ir::Node& node = call.nodes[n];
+    if (node.op == ir::Op::input) {
+      const detail::TensorImpl& t = *in[node.a];
+      id[n] = reads_in_registers(t) ? unbound(t)->node : input_slot(t);
+    } else if (node.op == ir::Op::scalar) {
+      id[n] = program.scalar(node.dtype);
+      scalars.push_back(call_scalars[node.a]);
+    } else {
+      program.nodes.push_back({node.op, node.dtype, map(node.a), map(node.b), map(node.c)});
+      id[n] = static_cast<std::int32_t>(program.nodes.size() - 1);
+    }
+  }
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    outs[k]->group = serial;
+    outs[k]->node = id[call.outputs[k]];
+    outputs.push_back({outs[k], outs[k]->node});
+  }
+  ++ops;
+}
+
+}  // namespace kiln::fusion

@@ -1,0 +1,58 @@
+#include "fusion/plan_cache.hpp"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace kiln::fusion {
+namespace {
+
+// Keeps only the nodes the outputs depend on, renumbering nodes, inputs and scalars in order.
+Plan prune(const ir::Program& p) {
+  std::vector<bool> live(p.nodes.size(), false);
+  for (auto o : p.outputs) live[o] = true;
+  for (std::size_t n = p.nodes.size(); n-- > 0;) {
+    if (!live[n]) continue;
+    for (std::int32_t operand : {p.nodes[n].a, p.nodes[n].b, p.nodes[n].c}) {
+      if (operand >= 0 && ir::arity(p.nodes[n].op) > 0) live[operand] = true;
+    }
+  }
+  Plan plan;
+  std::vector<std::int32_t> id(p.nodes.size(), -1);
+  for (std::size_t n = 0; n < p.nodes.size(); ++n) {
+    if (!live[n]) continue;
+    const ir::Node& node = p.nodes[n];
+    if (node.op == ir::Op::input) {
+      plan.input_slots.push_back(node.a);
+      id[n] = plan.program.input(node.dtype);
+    } else if (node.op == ir::Op::scalar) {
+      plan.scalar_slots.push_back(node.a);
+      id[n] = plan.program.scalar(node.dtype);
+    } else {
+      auto map = [&id](std::int32_t k) { return k < 0 ? k : id[k]; };
+      plan.program.nodes.push_back({node.op, node.dtype, map(node.a), map(node.b), map(node.c)});
+      id[n] = static_cast<std::int32_t>(plan.program.nodes.size() - 1);
+    }
+  }
+  for (auto o : p.outputs) plan.program.output(id[o]);
+  return plan;
+}
+
+}  // namespace
+
+PlanLookup plan_for(const ir::Program& recorded) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const Plan>> plans;
+  std::string key = recorded.signature();
+  {
+    std::lock_guard lock(mu);
+    auto it = plans.find(key);
+    if (it != plans.end()) return {it->second, true};
+  }
+  auto plan = std::make_shared<const Plan>(prune(recorded));
+  std::lock_guard lock(mu);
+  plans.emplace(std::move(key), plan);
+  return {plan, false};
+}
+
+}  // namespace kiln::fusion

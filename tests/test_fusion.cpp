@@ -50,9 +50,12 @@ struct Delta {
   kiln::FusionStats before = kiln::fusion_stats();
   kiln::FusionStats now() const {
     auto s = kiln::fusion_stats();
-    return {s.ops_recorded - before.ops_recorded, s.groups_run - before.groups_run,
-            s.plan_hits - before.plan_hits,       s.plan_misses - before.plan_misses,
-            s.outputs_written - before.outputs_written, s.bytes_written - before.bytes_written};
+    return {s.ops_recorded - before.ops_recorded,
+            s.groups_run - before.groups_run,
+            s.plan_hits - before.plan_hits,
+            s.plan_misses - before.plan_misses,
+            s.outputs_written - before.outputs_written,
+            s.bytes_written - before.bytes_written};
   }
 };
 
@@ -208,6 +211,18 @@ TEST_P(FusionTest, ErrorsComeFromTheOpThatCausedThem) {
   auto z = y + 1.0f;  // the group is still usable
   const auto xs = x.to_vector(), zs = z.to_vector();
   for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(zs[i], xs[i] * 2.0f + 1.0f);
+}
+
+// Memory is taken when a group runs, so running out of it is reported there; what the failed
+// group would have made is then an error to use, never garbage, and the device goes on.
+TEST_P(FusionTest, AGroupThatRunsOutOfMemoryFailsCleanly) {
+  if (dev().kind() != Device::Kind::cpu) GTEST_SKIP() << "CudaMemory covers the device side";
+  auto huge = Tensor<1>::zeros({std::int64_t{1} << 42}, kiln::DType::f32, dev());
+  EXPECT_THROW((void)huge.sum(), kiln::OutOfMemoryError);
+  EXPECT_THROW((void)(huge + 1.0f).to_vector(), kiln::Error);
+  EXPECT_THROW((void)huge.sum(), kiln::Error);
+  auto ok = Tensor<1>::full({3}, 2.0f, kiln::DType::f32, dev()) * 4.0f;
+  EXPECT_EQ(ok.to_vector(), (std::vector<float>{8, 8, 8}));
 }
 
 TEST_P(FusionTest, SwitchingFusionOffRunsWhatWasRecorded) {

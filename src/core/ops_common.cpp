@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include "dispatch/registry.hpp"
 #include "kiln/error.hpp"
 
@@ -65,29 +67,57 @@ void check_extents(const char* op, const Dims& shape) {
   }
 }
 
+namespace {
+
+// The calls of one element-wise op: inputs broadcast to `shape`, one new output per program
+// output written to `out`. Recording an op under fusion costs little more than this function,
+// so it avoids the heap where it can: inputs that already have the shape are passed as they
+// are, and operand lists of up to kInline entries live on the stack.
+constexpr std::size_t kInline = 4;
+
+void run_into(const ir::Program& program, std::span<const Handle> inputs,
+              std::span<const double> scalars, const Dims& shape, Device device, Handle* out) {
+  Backend& be = backend(device);
+  const std::size_t n_in = inputs.size(), n_out = program.outputs.size();
+  std::array<const TensorImpl*, kInline> in_inline{}, out_inline{};
+  std::vector<const TensorImpl*> in_heap, out_heap;
+  if (n_in > kInline) in_heap.resize(n_in);
+  if (n_out > kInline) out_heap.resize(n_out);
+  const TensorImpl** in = n_in > kInline ? in_heap.data() : in_inline.data();
+  const TensorImpl** outs = n_out > kInline ? out_heap.data() : out_inline.data();
+  std::vector<TensorImpl> views;  // broadcast views; reserved so pointers into it stay valid
+  for (std::size_t i = 0; i < n_in; ++i) {
+    if (inputs[i]->shape == shape) {
+      in[i] = inputs[i].get();
+    } else {
+      if (views.empty()) views.reserve(n_in);
+      views.push_back(broadcast_to(*inputs[i], shape));
+      in[i] = &views.back();
+    }
+  }
+  for (std::size_t o = 0; o < n_out; ++o) {
+    out[o] = be.empty(shape, program.dtype(program.outputs[o]));
+    outs[o] = out[o].get();
+  }
+  be.elementwise(program, {in, n_in}, scalars, {outs, n_out});
+}
+
+}  // namespace
+
 std::vector<Handle> run_elementwise(const ir::Program& program, std::span<const Handle> inputs,
                                     std::span<const double> scalars, const Dims& shape,
                                     Device device) {
-  Backend& be = backend(device);
-  std::vector<TensorImpl> in(inputs.size());
-  std::vector<const TensorImpl*> in_ptrs(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    in[i] = broadcast_to(*inputs[i], shape);
-    in_ptrs[i] = &in[i];
-  }
-  std::vector<Handle> out;
-  std::vector<const TensorImpl*> out_ptrs;
-  for (auto node : program.outputs) {
-    out.push_back(be.empty(shape, program.dtype(node)));
-    out_ptrs.push_back(out.back().get());
-  }
-  be.elementwise(program, in_ptrs, scalars, out_ptrs);
+  std::vector<Handle> out(program.outputs.size());
+  run_into(program, inputs, scalars, shape, device, out.data());
   return out;
 }
 
 Handle run_elementwise1(const ir::Program& program, std::span<const Handle> inputs,
                         std::span<const double> scalars, const Dims& shape, Device device) {
-  return run_elementwise(program, inputs, scalars, shape, device)[0];
+  if (program.outputs.size() != 1) throw Error("run_elementwise1: the program has not one output");
+  Handle out;
+  run_into(program, inputs, scalars, shape, device, &out);
+  return out;
 }
 
 }  // namespace kiln::detail

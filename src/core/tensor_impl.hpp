@@ -25,6 +25,8 @@ class Buffer {
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
+  // Made by the deferred constructor (a fusion decorator's PendingBuffer).
+  bool deferred() const { return !counted_; }
 
  protected:
   struct Deferred {};

@@ -6,6 +6,7 @@
 
 #include "core/log.hpp"
 #include "fusion/plan_cache.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::fusion {
 namespace {
@@ -21,7 +22,7 @@ Counters counters;
 bool fresh_outputs(std::span<const detail::TensorImpl* const> outputs) {
   for (const detail::TensorImpl* t : outputs) {
     const PendingBuffer* p = unbound(*t);
-    if (!p || p->node >= 0 || t->offset != 0 || !t->is_contiguous() || t->shape != p->shape())
+    if (!p || p->node >= 0 || t->offset != 0 || !t->is_contiguous() || t->numel() != p->numel())
       return false;
   }
   return true;
@@ -37,11 +38,21 @@ void trace(const Device& device, const Group& g, const Plan& plan, bool hit) {
                   ir::describe(plan.program)));
 }
 
+// After its group has run, a pending result either has memory or was lost with a group that
+// failed (an out-of-memory error, say); using it then is an error, never a read of nothing.
+void require_memory(const detail::TensorImpl& t) {
+  if (t.numel() > 0 && unbound(t)) {  // (an empty tensor needs none: ops skip it)
+    throw Error(
+        "fusion: this tensor was never computed: the recorded ops that make it failed when "
+        "they ran (see that error)");
+  }
+}
+
 }  // namespace
 
 detail::Handle Fusion::empty(const Dims& shape, DType dtype) {
   auto t = std::make_shared<detail::TensorImpl>();
-  t->buffer = std::make_shared<PendingBuffer>(shape, dtype);
+  t->buffer = std::make_shared<PendingBuffer>(detail::numel(shape), dtype);
   t->device = inner_.device();
   t->dtype = dtype;
   t->shape = shape;
@@ -50,7 +61,7 @@ detail::Handle Fusion::empty(const Dims& shape, DType dtype) {
 }
 
 void Fusion::bind(const detail::TensorImpl& t) {
-  if (PendingBuffer* p = unbound(t)) p->bind(inner_.empty(p->shape(), p->dtype())->buffer);
+  if (PendingBuffer* p = unbound(t)) p->bind(inner_.empty({p->numel()}, p->dtype())->buffer);
 }
 
 void Fusion::upload(const void* src, const detail::TensorImpl& t) {
@@ -66,6 +77,7 @@ void Fusion::random(const detail::RandomSpec& spec, std::uint64_t seed,
 
 void Fusion::download(const detail::TensorImpl& t, void* dst) {
   flush();
+  require_memory(t);
   inner_.download(t, dst);
 }
 
@@ -77,6 +89,7 @@ void Fusion::sync() {
 void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
                     const detail::TensorImpl& out) {
   flush();
+  require_memory(x);
   bind(out);
   inner_.reduce(op, x, dim, out);
 }
@@ -84,6 +97,8 @@ void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
 void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
                     const detail::TensorImpl& out) {
   flush();
+  require_memory(a);
+  require_memory(b);
   bind(out);
   inner_.matmul(a, b, out);
 }
@@ -96,6 +111,7 @@ void Fusion::elementwise(const ir::Program& program,
   const Dims& shape = outputs[0]->shape;
   if (!fresh_outputs(outputs) || detail::numel(shape) == 0) {
     flush_locked();
+    for (const detail::TensorImpl* t : inputs) require_memory(*t);
     for (const detail::TensorImpl* t : outputs) bind(*t);
     inner_.elementwise(program, inputs, scalars, outputs);
     return;
@@ -105,14 +121,13 @@ void Fusion::elementwise(const ir::Program& program,
   for (const detail::TensorImpl* t : inputs)
     needs_memory = needs_memory || (unbound(*t) && !group_.reads_in_registers(*t));
   if (needs_memory || !group_.fits(inputs)) flush_locked();
+  for (const detail::TensorImpl* t : inputs)
+    if (!group_.reads_in_registers(*t)) require_memory(*t);
   if (group_.empty()) {
     group_.serial = serial_++;
     group_.shape = shape;
   }
-  std::vector<std::shared_ptr<PendingBuffer>> outs;
-  for (const detail::TensorImpl* t : outputs)
-    outs.push_back(std::static_pointer_cast<PendingBuffer>(t->buffer));
-  group_.append(program, inputs, scalars, outs);
+  group_.append(program, inputs, scalars, outputs);
   counters.ops_recorded.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -147,7 +162,7 @@ void Fusion::flush_locked() {
   std::vector<const detail::TensorImpl*> out;
   long long bytes = 0;
   for (const auto& p : live) {
-    out_handles.push_back(inner_.empty(p->shape(), p->dtype()));
+    out_handles.push_back(inner_.empty(g.shape, p->dtype()));
     p->bind(out_handles.back()->buffer);
     out.push_back(out_handles.back().get());
     bytes += static_cast<long long>(p->bytes());

@@ -1,5 +1,7 @@
 #include "fusion/group.hpp"
 
+#include <array>
+
 namespace kiln::fusion {
 namespace {
 
@@ -38,10 +40,13 @@ std::int32_t Group::input_slot(const detail::TensorImpl& t) {
 
 void Group::append(const ir::Program& call, std::span<const detail::TensorImpl* const> in,
                    std::span<const double> call_scalars,
-                   std::span<const std::shared_ptr<PendingBuffer>> outs) {
+                   std::span<const detail::TensorImpl* const> outs) {
   // The call's node ids -> this program's.
-  std::vector<std::int32_t> id(call.nodes.size());
-  auto map = [&id](std::int32_t n) { return n < 0 ? n : id[n]; };
+  // (On the stack for the few nodes of a front-end op: this runs for every recorded op.)
+  std::array<std::int32_t, 16> id_inline;
+  std::vector<std::int32_t> id_heap(call.nodes.size() > id_inline.size() ? call.nodes.size() : 0);
+  std::int32_t* id = id_heap.empty() ? id_inline.data() : id_heap.data();
+  auto map = [id](std::int32_t n) { return n < 0 ? n : id[n]; };
   for (std::size_t n = 0; n < call.nodes.size(); ++n) {
     const ir::Node& node = call.nodes[n];
     if (node.op == ir::Op::input) {
@@ -56,9 +61,10 @@ void Group::append(const ir::Program& call, std::span<const detail::TensorImpl* 
     }
   }
   for (std::size_t k = 0; k < outs.size(); ++k) {
-    outs[k]->group = serial;
-    outs[k]->node = id[call.outputs[k]];
-    outputs.push_back({outs[k], outs[k]->node});
+    auto buffer = std::static_pointer_cast<PendingBuffer>(outs[k]->buffer);
+    buffer->group = serial;
+    buffer->node = id[call.outputs[k]];
+    outputs.push_back({buffer, buffer->node});
   }
   ++ops;
 }

@@ -48,8 +48,7 @@ struct Group {
   bool fits(std::span<const detail::TensorImpl* const> inputs) const;
   // Splices the call in; its outputs must be fresh pending tensors of `shape`.
   void append(const ir::Program& call, std::span<const detail::TensorImpl* const> inputs,
-              std::span<const double> scalars,
-              std::span<const std::shared_ptr<PendingBuffer>> outputs);
+              std::span<const double> scalars, std::span<const detail::TensorImpl* const> outputs);
 
  private:
   std::int32_t input_slot(const detail::TensorImpl& t);

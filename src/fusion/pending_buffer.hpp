@@ -14,18 +14,18 @@ namespace kiln::fusion {
 
 class PendingBuffer final : public detail::Buffer {
  public:
-  PendingBuffer(const Dims& shape, DType dtype)
-      : Buffer(Deferred{}, static_cast<std::size_t>(detail::numel(shape)) * dtype_size(dtype)),
-        shape_(shape),
+  PendingBuffer(std::int64_t numel, DType dtype)
+      : Buffer(Deferred{}, static_cast<std::size_t>(numel) * dtype_size(dtype)),
+        numel_(numel),
         dtype_(dtype) {}
 
   bool bound() const { return storage_ != nullptr; }
-  // Gives the buffer its memory (a contiguous buffer of shape() x dtype() from the backend).
+  // Gives the buffer its memory (numel() elements of dtype() from the backend below).
   void bind(std::shared_ptr<detail::Buffer> storage) {
     Buffer::bind(storage->data());
     storage_ = std::move(storage);
   }
-  const Dims& shape() const { return shape_; }
+  std::int64_t numel() const { return numel_; }
   DType dtype() const { return dtype_; }
 
   // While unbound and recorded: the group (by serial number) and the node that compute it.
@@ -33,15 +33,18 @@ class PendingBuffer final : public detail::Buffer {
   std::int32_t node = -1;
 
  private:
-  Dims shape_;
+  std::int64_t numel_;
   DType dtype_;
   std::shared_ptr<detail::Buffer> storage_;
 };
 
 // t's buffer if the decorator made it and it has no memory yet, else nullptr.
 inline PendingBuffer* unbound(const detail::TensorImpl& t) {
-  auto* p = dynamic_cast<PendingBuffer*>(t.buffer.get());
-  return p && !p->bound() ? p : nullptr;
+  // Only PendingBuffer uses the deferred constructor, so the cast is safe (and much cheaper
+  // than a dynamic_cast on every operand of every recorded op).
+  if (!t.buffer || !t.buffer->deferred()) return nullptr;
+  auto* p = static_cast<PendingBuffer*>(t.buffer.get());
+  return p->bound() ? nullptr : p;
 }
 
 }  // namespace kiln::fusion

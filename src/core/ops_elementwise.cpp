@@ -5,6 +5,7 @@
 // Arithmetic on bool computes in i32 (so true + true == 2).
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -58,45 +59,94 @@ const char* name(Binary op) {
   return names[static_cast<int>(op)];
 }
 
-// One binary op over two operand nodes already in the program; casts both to the compute dtype.
-Handle binary_program(Binary op, ir::Program& p, std::int32_t a, std::int32_t b,
-                      std::span<const Handle> inputs, std::span<const double> scalars,
-                      const Dims& shape, Device device) {
-  DType t = compute_dtype(op, p.dtype(a), p.dtype(b));
-  p.output(p.binary(ir_op(op), p.cast(a, t), p.cast(b, t)));
-  return run_elementwise1(p, inputs, scalars, shape, device);
+// The programs of unary and binary ops depend only on the op, the operands' dtypes and (for a
+// scalar operand) its side, so each is built once, at first use. Recording an op under fusion
+// costs about as much as building one, so this halves it.
+constexpr int kUnaryOps = static_cast<int>(Unary::gelu) + 1;
+constexpr int kBinaryOps = static_cast<int>(Binary::ge) + 1;
+constexpr int kDTypes = 3;
+int index(DType t) { return static_cast<int>(t); }
+DType dtype_at(int i) { return static_cast<DType>(i); }
+
+ir::Program build_unary(Unary op, DType x) {
+  ir::Program p;
+  std::int32_t in = p.input(x);
+  DType t = integer_ok(op) ? (x == DType::boolean ? DType::i32 : x) : DType::f32;
+  p.output(p.unary(ir_op(op), p.cast(in, t)));
+  return p;
+}
+
+// One binary op over operands of dtypes a and b; an operand is a scalar slot where said.
+ir::Program build_binary(Binary op, DType a, bool a_scalar, DType b, bool b_scalar) {
+  ir::Program p;
+  std::int32_t x = a_scalar ? p.scalar(a) : p.input(a);
+  std::int32_t y = b_scalar ? p.scalar(b) : p.input(b);
+  DType t = compute_dtype(op, a, b);
+  p.output(p.binary(ir_op(op), p.cast(x, t), p.cast(y, t)));
+  return p;
+}
+
+const ir::Program& unary_program(Unary op, DType x) {
+  static const auto table = [] {
+    std::array<std::array<ir::Program, kDTypes>, kUnaryOps> t;
+    for (int o = 0; o < kUnaryOps; ++o)
+      for (int d = 0; d < kDTypes; ++d) t[o][d] = build_unary(static_cast<Unary>(o), dtype_at(d));
+    return t;
+  }();
+  return table[static_cast<int>(op)][index(x)];
+}
+
+const ir::Program& binary_program(Binary op, DType a, DType b) {
+  static const auto table = [] {
+    std::array<std::array<std::array<ir::Program, kDTypes>, kDTypes>, kBinaryOps> t;
+    for (int o = 0; o < kBinaryOps; ++o)
+      for (int i = 0; i < kDTypes; ++i)
+        for (int j = 0; j < kDTypes; ++j)
+          t[o][i][j] = build_binary(static_cast<Binary>(o), dtype_at(i), false, dtype_at(j), false);
+    return t;
+  }();
+  return table[static_cast<int>(op)][index(a)][index(b)];
+}
+
+// tensor op scalar (scalar_first: scalar op tensor), by the tensor's and the scalar's dtypes.
+const ir::Program& binary_scalar_program(Binary op, DType tensor, DType scalar, bool scalar_first) {
+  static const auto table = [] {
+    std::array<std::array<std::array<std::array<ir::Program, 2>, kDTypes>, kDTypes>, kBinaryOps> t;
+    for (int o = 0; o < kBinaryOps; ++o)
+      for (int i = 0; i < kDTypes; ++i)
+        for (int j = 0; j < kDTypes; ++j) {
+          const auto b = static_cast<Binary>(o);
+          t[o][i][j][0] = build_binary(b, dtype_at(i), false, dtype_at(j), true);
+          t[o][i][j][1] = build_binary(b, dtype_at(j), true, dtype_at(i), false);
+        }
+    return t;
+  }();
+  return table[static_cast<int>(op)][index(tensor)][index(scalar)][scalar_first ? 1 : 0];
 }
 
 }  // namespace
 
 Handle unary(Unary op, const Handle& x) {
-  ir::Program p;
-  std::int32_t in = p.input(x->dtype);
-  DType t = integer_ok(op) ? (x->dtype == DType::boolean ? DType::i32 : x->dtype) : DType::f32;
-  p.output(p.unary(ir_op(op), p.cast(in, t)));
-  return run_elementwise1(p, std::span<const Handle>(&x, 1), {}, x->shape, x->device);
+  return run_elementwise1(unary_program(op, x->dtype), std::span<const Handle>(&x, 1), {}, x->shape,
+                          x->device);
 }
 
 Handle binary(Binary op, const Handle& a, const Handle& b) {
   Device d = common_device(name(op), {&a, &b});
   Dims shape = broadcast_shapes(name(op), a->shape, b->shape);
-  ir::Program p;
-  std::int32_t x = p.input(a->dtype), y = p.input(b->dtype);
   Handle inputs[] = {a, b};
-  return binary_program(op, p, x, y, inputs, {}, shape, d);
+  return run_elementwise1(binary_program(op, a->dtype, b->dtype), inputs, {}, shape, d);
 }
 
 namespace {
 
 // t op s (scalar_first: s op t), the scalar a parameter of the program.
 Handle binary_scalar(Binary op, const Handle& t, Scalar s, bool scalar_first) {
-  ir::Program p;
   DType st = scalar_dtype(s, t->dtype);
-  std::int32_t x = p.input(t->dtype), y = p.scalar(st);
   double v = checked_scalar(name(op), s, st);
-  if (scalar_first) std::swap(x, y);
-  return binary_program(op, p, x, y, std::span<const Handle>(&t, 1), std::span<const double>(&v, 1),
-                        t->shape, t->device);
+  return run_elementwise1(binary_scalar_program(op, t->dtype, st, scalar_first),
+                          std::span<const Handle>(&t, 1), std::span<const double>(&v, 1), t->shape,
+                          t->device);
 }
 
 }  // namespace

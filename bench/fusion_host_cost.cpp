@@ -28,6 +28,9 @@
 //   Counters: fused_us (median per group), eager_us (median per chain of eight eager ops),
 //   eager/fused, min_fused_us, min_eager_us, groups_per_chain (fusion_stats: must be 1) and
 //   plan_hit_rate (must be 1 after the warm-up batch). "Time" is the mean fused time per group.
+//
+// Both run a fixed number of iterations (the medians need no more), so --benchmark_min_time does
+// not change them; --benchmark_filter='FusionRecordOp/cpu' etc. picks cases.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -47,6 +50,10 @@ using kiln::Tensor;
 
 constexpr double kTargetUsPerOp = 1.0;  // host cost of one recorded op
 constexpr int kChains = 64;             // chain8 groups per timed batch
+// Fixed iteration counts: each iteration also runs untimed work (the sync, the eager batch)
+// several times longer than its manual time, which --benchmark_min_time would not see.
+constexpr int kRecordIterations = 2000;  // batches of N recorded ops
+constexpr int kLaunchIterations = 200;   // batches of kChains groups
 
 double seconds(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double>(t1 - t0).count();
@@ -171,6 +178,7 @@ BENCHMARK_CAPTURE(BM_FusionRecordOp, cpu, 0)
     ->Arg(1)
     ->Arg(8)
     ->Arg(32)
+    ->Iterations(kRecordIterations)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FusionRecordOp, cuda, 1)
@@ -178,6 +186,7 @@ BENCHMARK_CAPTURE(BM_FusionRecordOp, cuda, 1)
     ->Arg(1)
     ->Arg(8)
     ->Arg(32)
+    ->Iterations(kRecordIterations)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
@@ -241,12 +250,14 @@ BENCHMARK_CAPTURE(BM_FusionGroupLaunch, cpu, 0)
     ->ArgName("n")
     ->Arg(1)
     ->Arg(1024)
+    ->Iterations(kLaunchIterations)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FusionGroupLaunch, cuda, 1)
     ->ArgName("n")
     ->Arg(1)
     ->Arg(1024)
+    ->Iterations(kLaunchIterations)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

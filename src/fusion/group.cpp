@@ -14,7 +14,7 @@ bool same_view(const detail::TensorImpl& a, const detail::TensorImpl& b) {
 
 bool Group::reads_in_registers(const detail::TensorImpl& input) const {
   const PendingBuffer* p = unbound(input);
-  return p && p->group == serial && input.offset == 0 && input.is_contiguous();
+  return p && p->node >= 0 && p->group == serial && input.offset == 0 && input.is_contiguous();
 }
 
 bool Group::fits(std::span<const detail::TensorImpl* const> in) const {

@@ -30,9 +30,12 @@
 #include <vector>
 
 #include "cuda/context.hpp"  // kiln's stream, for the events of BM_CudaChain8VsHand/kernel_time
+#include "fusion_switch.hpp"
 #include "kiln/kiln.hpp"
 
 namespace {
+
+using kiln_bench::FusionSwitch;
 
 using kiln::Device;
 using kiln::Tensor;
@@ -53,26 +56,6 @@ double seconds_per_op(const std::function<void()>& op) {
   d.sync();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kBatch;
 }
-
-// Sets Config::fusion for its lifetime (switching runs what was recorded first), then restores
-// the configuration it found.
-class FusionMode {
- public:
-  explicit FusionMode(bool on) : saved_(kiln::config()) { set(on); }
-  ~FusionMode() { kiln::set_config(saved_); }
-  FusionMode(const FusionMode&) = delete;
-  FusionMode& operator=(const FusionMode&) = delete;
-  static void set(bool on) {
-    kiln::Config c = kiln::config();
-    if (c.fusion != on) {
-      c.fusion = on;
-      kiln::set_config(c);
-    }
-  }
-
- private:
-  kiln::Config saved_;
-};
 
 void BM_CudaCopy1GiB(benchmark::State& state) {
   if (!have_cuda()) return state.SkipWithError("no CUDA device");
@@ -101,7 +84,7 @@ BENCHMARK(BM_CudaCopy1GiB)->UseManualTime()->Iterations(5);
 // One element-wise kernel of chain8 over a 2048x2048 f32 tensor: 16 MiB in, 16 MiB out.
 void chain_op(benchmark::State& state, std::function<Tensor<2>(const Tensor<2>&)> op) {
   if (!have_cuda()) return state.SkipWithError("no CUDA device");
-  FusionMode unfused(false);  // one kernel per op, each result written
+  FusionSwitch unfused(false);  // one kernel per op, each result written
   auto x = Tensor<2>::random({kSide, kSide}, kiln::Distribution::uniform(0, 1), Device::cuda(0), 1);
   double best = 1e30;
   for (auto _ : state) {
@@ -130,7 +113,7 @@ BENCHMARK_CAPTURE(chain_op, abs, [](const Tensor<2>& x) { return x.abs(); })
 // chain8 unfused: eight kernels back to back (fusion off; BM_CudaChain8VsHand times it fused).
 void BM_CudaChain8(benchmark::State& state) {
   if (!have_cuda()) return state.SkipWithError("no CUDA device");
-  FusionMode unfused(false);
+  FusionSwitch unfused(false);
   auto x = Tensor<2>::random({kSide, kSide}, kiln::Distribution::uniform(0, 1), Device::cuda(0), 1);
   double best = 1e30;
   for (auto _ : state) {
@@ -168,7 +151,7 @@ BENCHMARK(BM_CudaMatmul1024)->Arg(0)->Arg(1)->ArgName("tf32")->UseManualTime()->
 // bench/fusion_host_cost.cpp has the cost of recording an op and of launching a fused group.
 void host_cost(benchmark::State& state, std::function<void(const Tensor<2>&)> op) {
   if (!have_cuda()) return state.SkipWithError("no CUDA device");
-  FusionMode unfused(false);
+  FusionSwitch unfused(false);
   auto x = Tensor<2>::random({1024, 1024}, kiln::Distribution::uniform(0, 1), Device::cuda(0), 1);
   op(x);
   Device::cuda(0).sync();
@@ -428,7 +411,7 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
   if (!fusion_compiled) return state.SkipWithError("kiln was built without fusion");
   try {
     const Device d = Device::cuda(0);
-    FusionMode mode(true);
+    FusionSwitch mode(true);
     const auto x = Tensor<2>::random({kSide, kSide}, kiln::Distribution::uniform(0, 1), d, 1);
     const auto xr = x.reshape(kiln::Shape<2>{2 * kSide, kSide / 2});  // same data, other shape
     const std::vector<float> x_host = x.to_vector<float>();
@@ -451,7 +434,7 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
     // chain. With `open_first`, a chain recorded before the clock starts leaves a group open for
     // the first timed chain to close, so the batch closes exactly kBatch groups.
     auto kiln_batch = [&](bool fused, bool open_first) {
-      FusionMode::set(fused);
+      FusionSwitch::set(fused);
       d.sync();
       std::optional<Tensor<2>> z;
       if (open_first) z = kiln_chain8(xr);
@@ -474,7 +457,7 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
                        std::chrono::duration<double>(t2 - t0).count() / kBatch};
     };
     auto kiln_seed = [&](bool fused) {
-      FusionMode::set(fused);
+      FusionSwitch::set(fused);
       d.sync();
       const auto t0 = std::chrono::steady_clock::now();
       auto z = kiln_chain8(x);
@@ -496,7 +479,7 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
     // runs after it, untimed (so kBatch + 1 groups).
     const cudaStream_t kiln_stream = kiln::cuda::context(0).stream;
     auto kiln_gated = [&](bool fused) {
-      FusionMode::set(fused);
+      FusionSwitch::set(fused);
       d.sync();
       const int chains = fused ? kBatch : kGatedUnfused;
       std::optional<Tensor<2>> z, extra;
@@ -564,7 +547,7 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
       state.SetIterationTime(s.fused);
     }
     const kiln::FusionStats after = kiln::fusion_stats();
-    FusionMode::set(true);
+    FusionSwitch::set(true);
     d.sync();
     if (after.groups_run - before.groups_run != fused_chains) {
       return state.SkipWithError(

@@ -40,9 +40,12 @@
 #include <string>
 #include <vector>
 
+#include "fusion_switch.hpp"
 #include "kiln/kiln.hpp"
 
 namespace {
+
+using kiln_bench::FusionSwitch;
 
 using Clock = std::chrono::steady_clock;
 using kiln::Device;
@@ -84,26 +87,6 @@ std::optional<Device> bench_device(benchmark::State& state, int which) {
   state.SkipWithError("no CUDA device: kiln::devices() lists no cuda:0");
   return std::nullopt;
 }
-
-// Switches Config::fusion (running what was recorded first); the destructor restores the
-// configuration found at construction.
-class FusionSwitch {
- public:
-  FusionSwitch() : saved_(kiln::config()) {}
-  ~FusionSwitch() { kiln::set_config(saved_); }
-  FusionSwitch(const FusionSwitch&) = delete;
-  FusionSwitch& operator=(const FusionSwitch&) = delete;
-  void set(bool on) {
-    kiln::Config c = kiln::config();
-    if (c.fusion != on) {
-      c.fusion = on;
-      kiln::set_config(c);
-    }
-  }
-
- private:
-  kiln::Config saved_;
-};
 
 // Op k of the chain8 pattern: * 0.5, + 0.25, sin, abs, repeated.
 template <std::size_t D>

@@ -27,9 +27,12 @@
 #include <string>
 #include <vector>
 
+#include "fusion_switch.hpp"
 #include "kiln/kiln.hpp"
 
 namespace {
+
+using kiln_bench::FusionSwitch;
 
 using Clock = std::chrono::steady_clock;
 using kiln::Device;
@@ -55,25 +58,6 @@ std::optional<Device> bench_device(benchmark::State& state, bool cuda) {
   state.SkipWithError("no CUDA device: kiln::devices() lists no cuda:0");
   return std::nullopt;
 }
-
-// Switches Config::fusion; the destructor restores the configuration found at construction.
-class FusionSwitch {
- public:
-  FusionSwitch() : saved_(kiln::config()) {}
-  ~FusionSwitch() { kiln::set_config(saved_); }
-  FusionSwitch(const FusionSwitch&) = delete;
-  FusionSwitch& operator=(const FusionSwitch&) = delete;
-  void set(bool on) {
-    kiln::Config c = kiln::config();
-    if (c.fusion != on) {
-      c.fusion = on;
-      kiln::set_config(c);
-    }
-  }
-
- private:
-  kiln::Config saved_;
-};
 
 // L ops of chain8's pattern; each intermediate handle is dropped as the next op is recorded.
 Tensor<1> chain(const Tensor<1>& x, int length) {

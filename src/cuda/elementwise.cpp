@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,10 +29,12 @@ struct Geometry {
 };
 
 // Drops size-1 dims and merges neighbours that every operand walks as one run, so that most
-// calls become rank 0 or 1 whatever the tensors' ranks.
-Geometry coalesce(const Dims& shape, const std::vector<const TensorImpl*>& ops) {
-  Geometry g;
+// calls become rank 0 or 1 whatever the tensors' ranks. Reuses g's vectors (no allocation once
+// they have grown).
+void coalesce(const Dims& shape, std::span<const TensorImpl* const> ops, Geometry& g) {
+  g.shape.clear();
   g.strides.resize(ops.size());
+  for (Dims& s : g.strides) s.clear();
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
     bool merge = !g.shape.empty();
@@ -45,14 +48,18 @@ Geometry coalesce(const Dims& shape, const std::vector<const TensorImpl*>& ops) 
       for (std::size_t k = 0; k < ops.size(); ++k) g.strides[k].push_back(ops[k]->strides[d]);
     }
   }
-  return g;
 }
 
 ir::Access access(const Geometry& g, const Dims& strides) {
-  if (std::all_of(strides.begin(), strides.end(), [](std::int64_t s) { return s == 0; }))
-    return g.shape.empty() ? ir::Access::contiguous : ir::Access::splat;
-  if (strides == detail::contiguous_strides(g.shape)) return ir::Access::contiguous;
-  return ir::Access::strided;
+  bool splat = true, contiguous = true;
+  std::int64_t expect = 1;
+  for (std::size_t d = strides.size(); d-- > 0;) {
+    splat = splat && strides[d] == 0;
+    contiguous = contiguous && strides[d] == expect;
+    expect *= g.shape[d];
+  }
+  if (splat) return g.shape.empty() ? ir::Access::contiguous : ir::Access::splat;
+  return contiguous ? ir::Access::contiguous : ir::Access::strided;
 }
 
 // The largest element offset a strided operand reaches.
@@ -66,24 +73,53 @@ bool aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// Compiled kernels by (program structure, layout), so that a repeated op neither generates
-// source nor hashes it.
+// Compiled kernels by (arch, program structure, layout), so that a repeated op neither
+// generates source nor hashes it. A bucket holds the entries of one hash, compared in full; the
+// lookup allocates nothing.
 cudaKernel_t kernel_for(const Context& ctx, const ir::Program& p, const ir::CudaLayout& l) {
+  struct Entry {
+    int arch;
+    ir::Program program;
+    ir::CudaLayout layout;
+    cudaKernel_t kernel;
+  };
   static std::mutex mu;
-  static std::unordered_map<std::string, cudaKernel_t> kernels;
-  std::string key = ctx.arch() + "|" + l.tag() + "|" + p.signature();
+  static std::unordered_map<std::uint64_t, std::vector<Entry>> kernels;
+  const int arch = ctx.cc_major * 10 + ctx.cc_minor;
+  std::uint64_t key = p.structure_hash() ^ static_cast<std::uint64_t>(arch) << 56;
+  auto mix = [&key](std::uint64_t v) { key = (key ^ v) * 1099511628211ull; };
+  mix(static_cast<std::uint64_t>(l.rank) << 2 | l.vectorized << 1 | l.wide_index);
+  for (ir::Access a : l.inputs) mix(static_cast<std::uint64_t>(a));
+  for (ir::Access a : l.outputs) mix(static_cast<std::uint64_t>(a) + 8);
   {
     std::lock_guard lock(mu);
     auto it = kernels.find(key);
-    if (it != kernels.end()) return it->second;
+    if (it != kernels.end()) {
+      for (const Entry& e : it->second)
+        if (e.arch == arch && e.layout == l && e.program == p) return e.kernel;
+    }
   }
   ir::CudaKernel k = ir::cuda_kernel(p, l);
   cudaKernel_t fn =
       cached_kernel(k.source, "kiln_elementwise_" + l.tag() + ".cu", k.name, ctx.arch());
   std::lock_guard lock(mu);
-  kernels.emplace(std::move(key), fn);
+  kernels[key].push_back({arch, p, l, fn});
   return fn;
 }
+
+// What one launch builds, kept per thread so that a launch allocates nothing once the vectors
+// have grown (this runs for every op, and for every fused group).
+struct LaunchScratch {
+  std::vector<const TensorImpl*> ops;  // inputs, then outputs
+  Geometry geometry;
+  ir::CudaLayout layout;
+  std::vector<int> strided_ops;
+  std::vector<void*> pointers;
+  std::vector<float> f32_scalars;
+  std::vector<int> int_scalars;
+  std::vector<long long> strides;  // the kernel's geometry parameter
+  std::vector<void*> args;
+};
 
 }  // namespace
 
@@ -93,24 +129,28 @@ void elementwise(Context& ctx, const ir::Program& program,
   const Dims& shape = outputs[0]->shape;
   const std::int64_t n = detail::numel(shape);
   if (n == 0) return;
-  std::vector<const TensorImpl*> ops(inputs.begin(), inputs.end());
-  ops.insert(ops.end(), outputs.begin(), outputs.end());
-  const Geometry g = coalesce(shape, ops);
+  thread_local LaunchScratch s;
+  s.ops.assign(inputs.begin(), inputs.end());
+  s.ops.insert(s.ops.end(), outputs.begin(), outputs.end());
+  const Geometry& g = s.geometry;
+  coalesce(shape, s.ops, s.geometry);
 
-  ir::CudaLayout layout;
+  ir::CudaLayout& layout = s.layout;
   layout.rank = static_cast<int>(g.shape.size());
+  layout.inputs.clear();
+  layout.outputs.clear();
   bool vector_ok = true;
   std::int64_t max_reach = n - 1;
-  std::vector<int> strided_ops;
-  for (std::size_t k = 0; k < ops.size(); ++k) {
+  s.strided_ops.clear();
+  for (std::size_t k = 0; k < s.ops.size(); ++k) {
     ir::Access a = access(g, g.strides[k]);
     (k < inputs.size() ? layout.inputs : layout.outputs).push_back(a);
     if (a == ir::Access::strided) {
-      strided_ops.push_back(static_cast<int>(k));
+      s.strided_ops.push_back(static_cast<int>(k));
       max_reach = std::max(max_reach, reach(g, g.strides[k]));
       vector_ok = false;
     } else if (a == ir::Access::contiguous) {
-      vector_ok = vector_ok && aligned(ops[k]->data(), 4 * dtype_size(ops[k]->dtype));
+      vector_ok = vector_ok && aligned(s.ops[k]->data(), 4 * dtype_size(s.ops[k]->dtype));
     }
   }
   layout.vectorized = vector_ok && n >= 4;
@@ -118,39 +158,40 @@ void elementwise(Context& ctx, const ir::Program& program,
                       n > std::numeric_limits<std::int32_t>::max();
   cudaKernel_t fn = kernel_for(ctx, program, layout);
 
-  // The argument values, then pointers to each (cudaLaunchKernel's form).
-  std::vector<void*> pointers;
-  for (const TensorImpl* t : ops) pointers.push_back(t->data());
-  std::vector<float> f32_scalars(scalars.size());
-  std::vector<int> int_scalars(scalars.size());
-  std::vector<long long> geometry;
-  if (!strided_ops.empty()) {
-    geometry.assign(g.shape.begin(), g.shape.end());
-    for (int k : strided_ops)
-      geometry.insert(geometry.end(), g.strides[k].begin(), g.strides[k].end());
+  // The argument values, then pointers to each (cudaLaunchKernel's form). The value vectors are
+  // sized before any pointer into them is taken.
+  s.pointers.clear();
+  for (const TensorImpl* t : s.ops) s.pointers.push_back(t->data());
+  s.f32_scalars.resize(scalars.size());
+  s.int_scalars.resize(scalars.size());
+  s.strides.clear();
+  if (!s.strided_ops.empty()) {
+    s.strides.assign(g.shape.begin(), g.shape.end());
+    for (int k : s.strided_ops)
+      s.strides.insert(s.strides.end(), g.strides[k].begin(), g.strides[k].end());
   }
   unsigned n32 = static_cast<unsigned>(n);
   unsigned long long n64 = static_cast<unsigned long long>(n);
-  std::vector<void*> args;
-  for (auto& p : pointers) args.push_back(&p);
-  for (std::size_t s = 0; s < scalars.size(); ++s) {
-    if (program.scalars[s] == DType::f32) {
-      f32_scalars[s] = static_cast<float>(scalars[s]);
-      args.push_back(&f32_scalars[s]);
+  s.args.clear();
+  for (auto& p : s.pointers) s.args.push_back(&p);
+  for (std::size_t i = 0; i < scalars.size(); ++i) {
+    if (program.scalars[i] == DType::f32) {
+      s.f32_scalars[i] = static_cast<float>(scalars[i]);
+      s.args.push_back(&s.f32_scalars[i]);
     } else {
-      int_scalars[s] =
-          program.scalars[s] == DType::boolean ? scalars[s] != 0 : static_cast<int>(scalars[s]);
-      args.push_back(&int_scalars[s]);
+      s.int_scalars[i] =
+          program.scalars[i] == DType::boolean ? scalars[i] != 0 : static_cast<int>(scalars[i]);
+      s.args.push_back(&s.int_scalars[i]);
     }
   }
-  if (!geometry.empty()) args.push_back(geometry.data());
-  args.push_back(layout.wide_index ? static_cast<void*>(&n64) : static_cast<void*>(&n32));
+  if (!s.strides.empty()) s.args.push_back(s.strides.data());
+  s.args.push_back(layout.wide_index ? static_cast<void*>(&n64) : static_cast<void*>(&n32));
 
   const std::int64_t work = layout.vectorized ? (n + 3) / 4 : n;
   const std::int64_t blocks = std::min<std::int64_t>((work + kThreads - 1) / kThreads,
                                                      std::int64_t{ctx.sm_count} * kBlocksPerSm);
   ctx.make_current();
-  launch(fn, static_cast<unsigned>(blocks), kThreads, args.data(), ctx.stream);
+  launch(fn, static_cast<unsigned>(blocks), kThreads, s.args.data(), ctx.stream);
 }
 
 detail::Handle contiguous(Context& ctx, const detail::Handle& x) {

@@ -14,7 +14,9 @@
 // once and runs without closing the group, as it cannot depend on it.
 #pragma once
 
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "dispatch/backend.hpp"
 #include "fusion/group.hpp"
@@ -53,6 +55,15 @@ class Fusion final : public detail::Backend {
   std::mutex mu_;
   Group group_;
   std::uint64_t serial_ = 1;
+
+  // What a flush builds, kept between flushes so that a repeated group allocates only its
+  // outputs: the group being run (swapped with group_, so both keep their vectors' capacity)
+  // and the operand lists of the call below.
+  Group running_;
+  std::vector<std::shared_ptr<PendingBuffer>> live_;
+  std::vector<const detail::TensorImpl*> run_inputs_, run_outputs_;
+  std::vector<double> run_scalars_;
+  std::vector<detail::Handle> run_handles_;
 };
 
 // Counters over every device's decorator, as kiln::fusion_stats() reports them.

@@ -12,6 +12,20 @@ bool same_view(const detail::TensorImpl& a, const detail::TensorImpl& b) {
 
 }  // namespace
 
+void Group::clear() {
+  serial = 0;
+  shape.clear();
+  ops = 0;
+  program.inputs.clear();
+  program.scalars.clear();
+  program.nodes.clear();
+  program.outputs.clear();
+  inputs.clear();
+  input_nodes.clear();
+  scalars.clear();
+  outputs.clear();
+}
+
 bool Group::reads_in_registers(const detail::TensorImpl& input) const {
   const PendingBuffer* p = unbound(input);
   return p && p->node >= 0 && p->group == serial && input.offset == 0 && input.is_contiguous();

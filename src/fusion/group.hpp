@@ -41,6 +41,8 @@ struct Group {
   std::vector<PendingOutput> outputs;
 
   bool empty() const { return ops == 0; }
+  // Back to an empty group; the vectors keep their capacity for the next one.
+  void clear();
   // Whether the call's input can be read as a node of this group (a pending result of it, seen
   // element for element) rather than from memory.
   bool reads_in_registers(const detail::TensorImpl& input) const;

@@ -1,7 +1,6 @@
 #include "fusion/plan_cache.hpp"
 
 #include <mutex>
-#include <string>
 #include <unordered_map>
 
 namespace kiln::fusion {
@@ -41,17 +40,25 @@ Plan prune(const ir::Program& p) {
 }  // namespace
 
 PlanLookup plan_for(const ir::Program& recorded) {
+  // By structure hash; a bucket holds the recorded programs that share it, compared in full.
+  struct Entry {
+    ir::Program recorded;
+    std::shared_ptr<const Plan> plan;
+  };
   static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const Plan>> plans;
-  std::string key = recorded.signature();
+  static std::unordered_map<std::uint64_t, std::vector<Entry>> plans;
+  const std::uint64_t key = recorded.structure_hash();
   {
     std::lock_guard lock(mu);
     auto it = plans.find(key);
-    if (it != plans.end()) return {it->second, true};
+    if (it != plans.end()) {
+      for (const Entry& e : it->second)
+        if (e.recorded == recorded) return {e.plan, true};
+    }
   }
   auto plan = std::make_shared<const Plan>(prune(recorded));
   std::lock_guard lock(mu);
-  plans.emplace(std::move(key), plan);
+  plans[key].push_back({recorded, plan});
   return {plan, false};
 }
 

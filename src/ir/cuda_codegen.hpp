@@ -27,6 +27,8 @@ struct CudaLayout {
   bool vectorized = false;  // 4 elements per step with 16-byte (bool: 4-byte) loads and stores
   bool wide_index = false;  // 64-bit element indices and offsets (past 2^31 - 1)
 
+  bool operator==(const CudaLayout&) const = default;
+
   // A short tag for the kernel name and the cache key: "v32.cs.c" etc.
   std::string tag() const;
 };

@@ -72,22 +72,28 @@ std::int32_t Program::where(std::int32_t cond, std::int32_t a, std::int32_t b) {
   return static_cast<std::int32_t>(nodes.size() - 1);
 }
 
-std::string Program::signature() const {
-  // Raw bytes, not text: it is built on every op launch, so it must cost little. Node ids are
-  // below 2^31, so 4 bytes each.
-  std::string s;
-  s.reserve(nodes.size() * 14 + outputs.size() * 4 + 1);
-  auto put32 = [&s](std::int32_t v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  for (const auto& n : nodes) {
-    s.push_back(static_cast<char>(n.op));
-    s.push_back(static_cast<char>(n.dtype));
-    put32(n.a);
-    put32(n.b);
-    put32(n.c);
+std::uint64_t Program::structure_hash() const {
+  // FNV-1a over every field that equality compares.
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ull;
+  };
+  auto id = [](std::int32_t v) {
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(v));
+  };
+  for (DType t : inputs) mix(static_cast<std::uint64_t>(t));
+  mix(0x100);
+  for (DType t : scalars) mix(static_cast<std::uint64_t>(t));
+  mix(0x200);
+  for (const Node& n : nodes) {
+    mix(static_cast<std::uint64_t>(n.op) << 8 | static_cast<std::uint64_t>(n.dtype));
+    mix(id(n.a) << 32 | id(n.b));
+    mix(id(n.c));
   }
-  s.push_back('>');
-  for (auto o : outputs) put32(o);
-  return s;
+  mix(0x300);
+  for (std::int32_t o : outputs) mix(id(o));
+  return h;
 }
 
 std::string describe(const Program& p) {

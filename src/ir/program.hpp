@@ -61,6 +61,8 @@ struct Node {
   Op op;
   DType dtype;  // the dtype this node produces
   std::int32_t a = -1, b = -1, c = -1;
+
+  bool operator==(const Node&) const = default;
 };
 
 struct Program {
@@ -80,8 +82,11 @@ struct Program {
   void output(std::int32_t node) { outputs.push_back(node); }
 
   DType dtype(std::int32_t node) const { return nodes[node].dtype; }
-  // Structure only (ops, dtypes, wiring), as bytes: the key a compiled kernel is cached under.
-  std::string signature() const;
+  // Structure only (ops, dtypes, wiring): two programs are the same kernel exactly when they
+  // compare equal, and equal programs have equal hashes. Caches of compiled kernels and fusion
+  // plans key on these; both run on every launch, so neither allocates.
+  bool operator==(const Program&) const = default;
+  std::uint64_t structure_hash() const;
 };
 
 // A readable listing, one node per line ("%3 = mul f32 %1 %2"), for traces and test failures.

@@ -2,7 +2,7 @@
 //
 // Defaults come from the environment when kiln is first used: KILN_SIMD=0 runs scalar loops,
 // KILN_THREADS=0 runs one CPU thread, KILN_THREADS=N caps the pool at N threads, KILN_FUSION=0
-// runs every op eagerly.
+// runs every op eagerly, KILN_PERSISTENCE=0 keeps tuned choices and compiled kernels in memory.
 #pragma once
 
 #include <string>
@@ -14,6 +14,9 @@ struct Config {
   bool simd = true;    // Highway kernels (if compiled in); false runs scalar loops
   int threads = -1;    // -1: all hardware threads; 0: threads off (one thread); N: at most N
   bool fusion = true;  // the fusion decorator (if compiled in); false runs every op eagerly
+  // The on-disk store (if compiled in, docs/store.md); false: tuned choices and compiled kernels
+  // live in memory only, so every process tunes and compiles again.
+  bool persistence = true;
 };
 
 // The configuration now in force.

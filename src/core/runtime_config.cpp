@@ -16,12 +16,14 @@ namespace {
 constexpr bool kSimdCompiled = KILN_WITH_SIMD;
 constexpr bool kThreadsCompiled = KILN_WITH_THREADS;
 constexpr bool kFusionCompiled = KILN_WITH_FUSION;
+constexpr bool kPersistenceCompiled = KILN_WITH_PERSISTENCE;
 
 // Where the value in force came from, for features().
 struct Source {
   bool simd_from_env = false;
   bool threads_from_env = false;
   bool fusion_from_env = false;
+  bool persistence_from_env = false;
 };
 
 // Parses "0"/"1"/"off"/"on" style switches; anything else is an error listing the valid ones.
@@ -46,6 +48,7 @@ struct State {
   std::atomic<bool> simd{true};
   std::atomic<int> threads{1};
   std::atomic<bool> fusion{true};
+  std::atomic<bool> persistence{true};
 
   State() {
     if (const char* v = std::getenv("KILN_SIMD")) {
@@ -60,6 +63,10 @@ struct State {
       cfg.fusion = parse_switch("KILN_FUSION", v);
       src.fusion_from_env = true;
     }
+    if (const char* v = std::getenv("KILN_PERSISTENCE")) {
+      cfg.persistence = parse_switch("KILN_PERSISTENCE", v);
+      src.persistence_from_env = true;
+    }
     publish();
   }
   void publish() {
@@ -68,6 +75,7 @@ struct State {
     int n = cfg.threads < 0 ? hw : std::max(1, cfg.threads);
     threads = kThreadsCompiled ? n : 1;
     fusion = kFusionCompiled && cfg.fusion;
+    persistence = kPersistenceCompiled && cfg.persistence;
   }
 };
 
@@ -121,8 +129,9 @@ std::vector<FeatureState> features() {
       "built with -DKILN_THREADS=OFF");
   add("fusion", kFusionCompiled, s.cfg.fusion, s.src.fusion_from_env, "KILN_FUSION=0",
       "built with -DKILN_FUSION=OFF");
-  for (const char* pending : {"autotune", "persistence"})
-    out.push_back({pending, false, false, "not implemented yet"});
+  add("persistence", kPersistenceCompiled, s.cfg.persistence, s.src.persistence_from_env,
+      "KILN_PERSISTENCE=0", "built with -DKILN_PERSISTENCE=OFF");
+  out.push_back({"autotune", false, false, "not implemented yet"});
   const std::string cuda_why = detail::cuda_absent_reason(0);
   out.push_back(
       {"cuda", KILN_WITH_CUDA != 0, cuda_why.empty(), cuda_why.empty() ? "on" : cuda_why});
@@ -149,6 +158,7 @@ namespace detail {
 bool simd_live() { return state().simd.load(std::memory_order_relaxed); }
 int thread_limit() { return state().threads.load(std::memory_order_relaxed); }
 bool fusion_live() { return state().fusion.load(std::memory_order_relaxed); }
+bool persistence_live() { return state().persistence.load(std::memory_order_relaxed); }
 }  // namespace detail
 
 }  // namespace kiln

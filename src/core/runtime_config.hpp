@@ -11,5 +11,7 @@ bool simd_live();
 int thread_limit();
 // The fusion decorator compiled in and switched on.
 bool fusion_live();
+// The persistent store compiled in and switched on.
+bool persistence_live();
 
 }  // namespace kiln::detail

@@ -56,11 +56,14 @@ CompileStats compile_stats();
 // What the fusion decorator did in this process, over all devices (src/fusion/).
 struct FusionStats {
   long long ops_recorded = 0;     // element-wise ops appended to a group instead of running
-  long long groups_run = 0;       // closed groups launched as one kernel
+  long long groups_run = 0;       // groups launched as one kernel (reductions_fused included)
   long long plan_hits = 0;        // groups whose plan came from the plan cache
   long long plan_misses = 0;      // groups lowered anew (each a new kernel to compile on CUDA)
   long long outputs_written = 0;  // tensors the fused kernels wrote (live results only)
   long long bytes_written = 0;    // and their bytes
+  // Reductions that evaluated the open group inside their kernel (its prologue) instead of
+  // closing it and reading the reduced tensor from memory.
+  long long reductions_fused = 0;
 };
 FusionStats fusion_stats();
 

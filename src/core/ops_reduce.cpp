@@ -50,11 +50,19 @@ Handle softmax(const Handle& x, int dim, bool log) {
   if (xf->numel() == 0) return xf;
   // Shift by the max so exp never overflows; a row of -inf gives NaN, as PyTorch.
   Handle m = reduce(Reduction::max, xf, dim, true);
-  Handle shifted = binary(Binary::sub, xf, m);
-  Handle e = unary(Unary::exp, shifted);
-  Handle s = reduce(Reduction::sum, e, dim, true);
-  if (log) return binary(Binary::sub, shifted, unary(Unary::log, s));
-  return binary(Binary::div, e, s);
+  if (!log) {
+    // On a fused device the sum evaluates exp(x - m) in its kernel and leaves the group open,
+    // so the division joins it: e is computed twice but never written.
+    Handle e = unary(Unary::exp, binary(Binary::sub, xf, m));
+    Handle s = reduce(Reduction::sum, e, dim, true);
+    return binary(Binary::div, e, s);
+  }
+  // log(s) has another shape, so recording it closes the group: no handle to x - m may be
+  // alive then, or it would be written. The subtraction is recomputed after it instead (one
+  // more element-wise pass when fusion is off; the same values either way).
+  Handle s = reduce(Reduction::sum, unary(Unary::exp, binary(Binary::sub, xf, m)), dim, true);
+  Handle ls = unary(Unary::log, s);  // (the temporaries above are gone by now)
+  return binary(Binary::sub, binary(Binary::sub, xf, m), ls);
 }
 
 }  // namespace kiln::detail

@@ -48,6 +48,11 @@ void CpuBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int di
   cpu::reduce(op, x, dim, out);
 }
 
+bool CpuBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
+                                 const detail::TensorImpl& out) {
+  return cpu::reduce_prologue(op, prologue, dim, out, live_kernels());
+}
+
 void CpuBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
                         const detail::TensorImpl& out) {
   cpu::matmul(a, b, out);

@@ -3,12 +3,16 @@
 
 #include <cstdint>
 
+#include "cpu/kernels.hpp"
 #include "dispatch/backend.hpp"
 
 namespace kiln::cpu {
 
 void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
             const detail::TensorImpl& out);
+// Backend::reduce_prologue, with the element-wise kernels to evaluate the prologue with.
+bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
+                     const detail::TensorImpl& out, const KernelTable& kernels);
 void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
             const detail::TensorImpl& out);
 void random(const detail::RandomSpec& spec, std::uint64_t seed, const detail::TensorImpl& out);

@@ -12,23 +12,33 @@
 // A long reduction is cut into blocks whose boundaries depend only on the sizes, and the
 // blocks' partial results are combined in order: results never depend on the thread count.
 //
+// The values come from x's memory or from an element-wise prologue (the fusion decorator's
+// open group: reduce_prologue). Then the reduced tensor is contiguous and the loops ask the
+// prologue for the dense run each step reads (a row segment of at most kRowBlock elements, or up
+// to kBlock elements of adjacent tile rows), which ir::RangeEvaluator computes blockwise into a
+// per-thread buffer that stays in cache. The loops, their blocks and their accumulators are
+// the same as over memory, so a fused reduction equals the unfused one bit for bit.
+//
 // Accuracy: f32 sums and means accumulate in double (8 interleaved accumulators on the fast
-// path), so the only error that grows with n is double rounding: a sum of 16M f32 values is
-// correctly rounded to f32 but for about 1e-9 of the sum of magnitudes. Integer sums
-// accumulate in 64 bits and wrap to i32 like NumPy's int32 sum; integer means are exact
-// until the final division. max/min/argmax/argmin follow NumPy: a NaN anywhere makes max/min
+// path, per piece of kPiece elements), so the only error that grows with n is double rounding: a
+// sum of 16M f32 values is correctly rounded to f32 but for about 1e-9 of the sum of magnitudes.
+// Integer sums accumulate in 64 bits and wrap to i32 like NumPy's int32 sum; integer means are
+// exact until the final division. max/min/argmax/argmin follow NumPy: a NaN anywhere makes max/min
 // NaN and argmax/argmin the index of the first NaN; ties give the first index.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/coalesce.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/parallel.hpp"
+#include "ir/cpu_evaluator.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cpu {
@@ -50,6 +60,12 @@ constexpr std::int64_t kMinColumns = 16;
 constexpr std::int64_t kColumnBlock = 512;
 // At most this many (tile, block) partial results of the column loop.
 constexpr std::int64_t kMaxColumnPartials = 256;
+// Adjacent tile rows fetched at once from a prologue (a narrow tile would otherwise evaluate
+// the program for a few elements at a time).
+constexpr std::int64_t kRowsFetch = ir::kBlock;
+// A run is reduced in pieces of this many elements (a multiple of Arg's chunk), the size of
+// a prologue's blocks.
+constexpr std::int64_t kPiece = ir::kBlock;
 
 // ---- layouts ----
 
@@ -104,6 +120,54 @@ void for_each_run(const Layout& l, std::int64_t start, std::int64_t end, Fn&& fn
     w.next();
   }
 }
+
+// ---- where the values come from ----
+
+// A source hands each thread a reader; reader.at(off, n, stride) points at the values of
+// elements off, off + stride, ..., off + (n - 1) * stride of the reduced tensor's layout (valid
+// until the next call), to be read with that same stride.
+template <class T>
+struct MemorySource {
+  explicit MemorySource(const void* data) : x(static_cast<const T*>(data)) {}
+  const T* x;
+  struct Reader {
+    const T* x;
+    const T* at(std::int64_t off, std::int64_t, std::int64_t) const { return x + off; }
+  };
+  Reader reader() const { return {x}; }
+};
+
+// The prologue's values, evaluated on demand into the reader's buffer. It always evaluates
+// whole blocks of ir::kBlock elements at the positions evaluate_cpu's blocks have, because a
+// SIMD kernel may take a per-vector path (Highway's log or the scalar one, say): so every
+// value equals the one the unfused group would have written, bit for bit. The blocks last
+// evaluated are kept, so that the short rows of a block reuse them.
+template <class T>
+struct PrologueSource {
+  const ir::RangeEvaluator& eval;
+  std::int64_t total;  // elements of the reduced tensor
+  struct Reader {
+    const ir::RangeEvaluator& eval;
+    std::int64_t total;
+    ir::RangeEvaluator::Scratch scratch;
+    std::unique_ptr<T[]> buf;
+    std::int64_t capacity = 0, first = 0, last = 0;  // buf holds elements [first, last)
+    const T* at(std::int64_t off, std::int64_t n, std::int64_t stride) {
+      const std::int64_t end = off + (n > 0 ? (n - 1) * stride + 1 : 0);  // stride > 0
+      if (off < first || end > last) {
+        first = off / ir::kBlock * ir::kBlock;
+        last = std::min(total, (end + ir::kBlock - 1) / ir::kBlock * ir::kBlock);
+        if (last - first > capacity) {
+          capacity = last - first;
+          buf = std::make_unique<T[]>(static_cast<std::size_t>(capacity));
+        }
+        eval.run(first, last - first, buf.get(), scratch);
+      }
+      return buf.get() + (off - first);
+    }
+  };
+  Reader reader() const { return {eval, total, eval.scratch(), nullptr}; }
+};
 
 // ---- the reductions, one policy each: Acc is the running state ----
 
@@ -303,39 +367,42 @@ struct Arg {
 
 // ---- the two loops ----
 
-template <class P>
+template <class P, class Src>
 struct Reduction {
   using T = typename P::In;
   using Acc = typename P::Acc;
   using Out = typename P::Out;
 
-  const T* x;
+  Src src;
   Layout kept;  // the outputs, in out's (row-major) order
   Layout red;   // the reduced sequence of one output
   Out* out;
 
-  // The reduction of positions [begin, end) (non-empty) of the sequence at base.
-  static Acc reduce_range(const T* base, const Layout& red, std::int64_t begin, std::int64_t end) {
+  // The reduction of positions [begin, end) (non-empty) of the sequence at offset base. A run
+  // is taken in pieces of kPiece elements (after the first), each with its own lanes, so that
+  // a prologue's values are evaluated a cache-sized piece at a time.
+  template <class Reader>
+  static Acc reduce_range(Reader& rd, std::int64_t base, const Layout& red, std::int64_t begin,
+                          std::int64_t end) {
+    Acc a{};
+    bool started = false;
+    auto take = [&](std::int64_t off, std::int64_t count, std::int64_t stride, std::int64_t pos) {
+      while (count > 0) {
+        const std::int64_t n = std::min(count, kPiece + (started ? 0 : 1));
+        const T* p = rd.at(base + off, n, stride);
+        const std::int64_t skip = started ? 0 : 1;
+        if (!started) a = P::first(*p, pos), started = true;
+        P::run(a, p + skip * stride, n - skip, stride, pos + skip);
+        off += n * stride, count -= n, pos += n;
+      }
+    };
     if (red.shape.size() <= 1) {
       // One run (every dim reduction): skip the run walker, which costs more than a short row.
       const std::int64_t stride = red.strides.empty() ? 0 : red.strides[0];
-      const T* p = base + begin * stride;
-      Acc a = P::first(*p, begin);
-      P::run(a, p + stride, end - begin - 1, stride, begin + 1);
-      return a;
+      take(begin * stride, end - begin, stride, begin);
+    } else {
+      for_each_run(red, begin, end, take);
     }
-    Acc a{};
-    bool started = false;
-    for_each_run(red, begin, end,
-                 [&](std::int64_t off, std::int64_t count, std::int64_t stride, std::int64_t pos) {
-                   const T* p = base + off;
-                   if (!started) {
-                     a = P::first(*p, pos);
-                     started = true;
-                     p += stride, --count, ++pos;
-                   }
-                   P::run(a, p, count, stride, pos);
-                 });
     return a;
   }
 
@@ -349,9 +416,10 @@ struct Reduction {
     if (blocks == 1) {
       parallel_for(m, std::max<std::int64_t>(1, kTaskWork / len),
                    [&](std::int64_t o0, std::int64_t o1) {
+                     auto rd = src.reader();
                      Walker w(kept, o0);
                      for (std::int64_t o = o0; o < o1; ++o, w.next()) {
-                       out[o] = P::finish(reduce_range(x + w.offset(), red, 0, len), len);
+                       out[o] = P::finish(reduce_range(rd, w.offset(), red, 0, len), len);
                      }
                    });
       return;
@@ -359,10 +427,11 @@ struct Reduction {
     const std::int64_t block_len = (len + blocks - 1) / blocks;
     std::vector<Acc> partial(static_cast<std::size_t>(m * blocks));
     parallel_for(m * blocks, 1, [&](std::int64_t t0, std::int64_t t1) {
+      auto rd = src.reader();
       for (std::int64_t t = t0; t < t1; ++t) {
         const std::int64_t o = t / blocks, b = t % blocks;
         const std::int64_t begin = b * block_len, end = std::min(len, begin + block_len);
-        if (begin < end) partial[t] = reduce_range(x + Walker(kept, o).offset(), red, begin, end);
+        if (begin < end) partial[t] = reduce_range(rd, Walker(kept, o).offset(), red, begin, end);
       }
     });
     parallel_for(m, std::max<std::int64_t>(1, kTaskWork / blocks),
@@ -398,6 +467,7 @@ struct Reduction {
     parallel_for(groups * blocks, std::max<std::int64_t>(1, kTaskWork / work),
                  [&](std::int64_t t0, std::int64_t t1) {
                    Acc acc[kTile];
+                   auto rd = src.reader();
                    for (std::int64_t t = t0; t < t1; ++t) {
                      const std::int64_t g = t / blocks, b = t % blocks;
                      const std::int64_t row = g / tiles, col0 = (g % tiles) * kTile;
@@ -405,12 +475,21 @@ struct Reduction {
                      const std::int64_t begin = b * block_len,
                                         end = std::min(len, begin + block_len);
                      if (begin >= end) continue;
-                     const T* base = x + Walker(outer, row).offset() + col0;
-                     const T* first = base + begin * step;
-                     for (std::int64_t j = 0; j < cols; ++j) acc[j] = P::first(first[j], begin);
-                     for (std::int64_t l = begin + 1; l < end; ++l) {
-                       const T* r = base + l * step;
-                       for (std::int64_t j = 0; j < cols; ++j) P::step(acc[j], r[j], l);
+                     const std::int64_t base = Walker(outer, row).offset() + col0;
+                     // Rows of a tile as wide as the step are adjacent: fetched together.
+                     const std::int64_t fetch =
+                         step == cols ? std::max<std::int64_t>(1, kRowsFetch / cols) : 1;
+                     for (std::int64_t l = begin; l < end;) {
+                       const std::int64_t k = std::min(fetch, end - l);
+                       const T* rows = rd.at(base + l * step, (k - 1) * step + cols, 1);
+                       for (std::int64_t q = 0; q < k; ++q, ++l) {
+                         const T* r = rows + q * step;
+                         if (l == begin) {
+                           for (std::int64_t j = 0; j < cols; ++j) acc[j] = P::first(r[j], l);
+                         } else {
+                           for (std::int64_t j = 0; j < cols; ++j) P::step(acc[j], r[j], l);
+                         }
+                       }
                      }
                      if (blocks == 1) {
                        Out* o = out + row * width + col0;
@@ -438,57 +517,86 @@ struct Reduction {
   }
 };
 
-template <class P>
-void run_reduction(const TensorImpl& x, int dim, const TensorImpl& out) {
-  using Out = typename P::Out;
-  Reduction<P> r{
-      static_cast<const typename P::In*>(x.data()), {}, {}, static_cast<Out*>(out.data())};
-  bool column_loop = false;
+// The loop shape of a reduction of a (shape, strides) tensor.
+struct Loops {
+  Layout kept, red;
+  bool columns = false;
+};
+
+Loops loops_for(const Dims& shape, const Dims& strides, int dim, bool order_free) {
+  Loops l;
   if (dim < 0) {
-    r.kept = Layout{};
-    if constexpr (P::kOrderFree) {
-      r.red = memory_order(x.shape, x.strides);
-    } else {
-      r.red = coalesce(x.shape, x.strides);
-    }
-  } else {
-    Dims shape = x.shape, strides = x.strides;
-    shape.erase(shape.begin() + dim);
-    strides.erase(strides.begin() + dim);
-    r.kept = coalesce(shape, strides);
-    r.red = coalesce({x.shape[dim]}, {x.strides[dim]});
-    column_loop = !r.kept.shape.empty() && r.kept.strides.back() == 1 &&
-                  r.kept.shape.back() >= kMinColumns && !r.red.shape.empty() &&
-                  r.red.strides[0] != 1;
+    l.red = order_free ? memory_order(shape, strides) : coalesce(shape, strides);
+    return l;
   }
+  Dims s = shape, st = strides;
+  s.erase(s.begin() + dim);
+  st.erase(st.begin() + dim);
+  l.kept = coalesce(s, st);
+  l.red = coalesce({shape[dim]}, {strides[dim]});
+  l.columns = !l.kept.shape.empty() && l.kept.strides.back() == 1 &&
+              l.kept.shape.back() >= kMinColumns && !l.red.shape.empty() && l.red.strides[0] != 1;
+  return l;
+}
+
+template <class P, class Src>
+void run_reduction(const Src& src, const Loops& l, void* out) {
+  Reduction<P, Src> r{src, l.kept, l.red, static_cast<typename P::Out*>(out)};
   if (r.kept.numel == 0) return;
   if (r.red.numel == 0) {
     std::fill(r.out, r.out + r.kept.numel, P::empty());
     return;
   }
-  if (column_loop) {
+  if (l.columns) {
     r.columns();
   } else {
     r.rows();
   }
 }
 
+template <class T, template <class> class Src, class Arg0>
+Src<T> make_source(const Arg0& a) {
+  if constexpr (std::is_same_v<Src<T>, MemorySource<T>>) {
+    return Src<T>(a);
+  } else {
+    return Src<T>{a.first, a.second};
+  }
+}
+
 // The policy for op over elements of type T, run.
-template <class T>
-void dispatch(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
+template <class T, template <class> class Src, class Arg0>
+void dispatch(ReduceOp op, const Arg0& a, const Dims& shape, const Dims& strides, int dim,
+              void* out) {
+  const Src<T> src = make_source<T, Src>(a);
+  const bool order_free = op != ReduceOp::argmax && op != ReduceOp::argmin;
+  const Loops l = loops_for(shape, strides, dim, order_free);
   switch (op) {
     case ReduceOp::sum:
-      return run_reduction<Sum<T>>(x, dim, out);
+      return run_reduction<Sum<T>>(src, l, out);
     case ReduceOp::mean:
-      return run_reduction<Mean<T>>(x, dim, out);
+      return run_reduction<Mean<T>>(src, l, out);
     case ReduceOp::max:
-      return run_reduction<Extreme<T, true>>(x, dim, out);
+      return run_reduction<Extreme<T, true>>(src, l, out);
     case ReduceOp::min:
-      return run_reduction<Extreme<T, false>>(x, dim, out);
+      return run_reduction<Extreme<T, false>>(src, l, out);
     case ReduceOp::argmax:
-      return run_reduction<Arg<T, true>>(x, dim, out);
+      return run_reduction<Arg<T, true>>(src, l, out);
     case ReduceOp::argmin:
-      return run_reduction<Arg<T, false>>(x, dim, out);
+      return run_reduction<Arg<T, false>>(src, l, out);
+  }
+}
+
+// Calls dispatch with the element type of dtype t.
+template <template <class> class Src, class Arg0>
+void dispatch_dtype(DType t, ReduceOp op, const Arg0& a, const Dims& shape, const Dims& strides,
+                    int dim, void* out) {
+  switch (t) {
+    case DType::f32:
+      return dispatch<float, Src>(op, a, shape, strides, dim, out);
+    case DType::i32:
+      return dispatch<std::int32_t, Src>(op, a, shape, strides, dim, out);
+    case DType::boolean:
+      return dispatch<bool, Src>(op, a, shape, strides, dim, out);
   }
 }
 
@@ -496,14 +604,26 @@ void dispatch(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) 
 
 void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
   detail::check_reduce_call(op, x, dim, out);
-  switch (x.dtype) {
-    case DType::f32:
-      return dispatch<float>(op, x, dim, out);
-    case DType::i32:
-      return dispatch<std::int32_t>(op, x, dim, out);
-    case DType::boolean:
-      return dispatch<bool>(op, x, dim, out);
+  dispatch_dtype<MemorySource>(x.dtype, op, x.data(), x.shape, x.strides, dim, out.data());
+}
+
+bool reduce_prologue(ReduceOp op, const detail::Prologue& p, int dim, const TensorImpl& out,
+                     const KernelTable& kernels) {
+  const TensorImpl v = detail::prologue_value(p);
+  detail::check_reduce_call(op, v, dim, out);
+  // The loops read dense runs of the value in every shape but one: a reduced dim that is
+  // neither the innermost nor wide enough for the column loop, whose rows interleave.
+  const Loops l = loops_for(v.shape, v.strides, dim, true);
+  if (dim >= 0 && !l.columns && !l.red.shape.empty() && l.red.strides[0] != 1) return false;
+  if (v.numel() == 0) {
+    dispatch_dtype<MemorySource>(v.dtype, op, static_cast<const void*>(nullptr), v.shape, v.strides,
+                                 dim, out.data());
+    return true;
   }
+  const ir::RangeEvaluator eval(p.program, p.inputs, p.scalars, p.shape, kernels);
+  const std::pair<const ir::RangeEvaluator&, std::int64_t> source{eval, v.numel()};
+  dispatch_dtype<PrologueSource>(v.dtype, op, source, v.shape, v.strides, dim, out.data());
+  return true;
 }
 
 }  // namespace kiln::cpu

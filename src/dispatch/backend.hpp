@@ -25,6 +25,21 @@ DType reduce_result_dtype(ReduceOp op, DType in);
 // Backend::reduce's contract below.
 void check_reduce_call(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
 
+// A reduction's element-wise prologue: the value reduced is the single output of `program`,
+// computed for every element of `shape` exactly as elementwise() would compute it from `inputs`
+// (each of `shape`, broadcast dims with stride 0) and `scalars`. The fusion decorator passes the
+// open group's program this way, so the reduced tensor is never written.
+struct Prologue {
+  const ir::Program& program;
+  std::span<const TensorImpl* const> inputs;
+  std::span<const double> scalars;
+  const Dims& shape;
+};
+
+// A memoryless descriptor of the prologue's value: its dtype, shape and contiguous strides.
+// Throws unless the program has one output and matches the inputs and scalars.
+TensorImpl prologue_value(const Prologue& p);
+
 struct RandomSpec {
   enum class Kind : std::uint8_t { uniform, normal } kind = Kind::uniform;
   double a = 0.0;  // uniform: lo; normal: mean
@@ -54,6 +69,10 @@ class Backend {
   // Reduces x over `dim` (or over all elements when dim < 0) into out, which has x's shape
   // with that dim set to 1 (all dims 1 when dim < 0), contiguous. arg* write i32 indices.
   virtual void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) = 0;
+  // reduce() of the prologue's value, which is evaluated inside the reduction and never stored.
+  // Returns false, having done nothing, where this backend cannot do that for these layouts;
+  // the caller then materialises the value and calls reduce(). Errors as reduce().
+  virtual bool reduce_prologue(ReduceOp, const Prologue&, int, const TensorImpl&) { return false; }
   // out[b] = a[b] @ c[b] for a [B, m, k], c [B, k, n], out [B, m, n] contiguous; a and c may
   // have any strides (stride 0 on a broadcast batch).
   virtual void matmul(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out) = 0;

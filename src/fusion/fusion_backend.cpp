@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <string>
+#include <vector>
 
 #include "core/log.hpp"
 #include "fusion/plan_cache.hpp"
@@ -13,7 +15,7 @@ namespace {
 
 struct Counters {
   std::atomic<long long> ops_recorded{0}, groups_run{0}, plan_hits{0}, plan_misses{0},
-      outputs_written{0}, bytes_written{0};
+      outputs_written{0}, bytes_written{0}, reductions_fused{0};
 };
 Counters counters;
 
@@ -46,6 +48,44 @@ void require_memory(const detail::TensorImpl& t) {
         "fusion: this tensor was never computed: the recorded ops that make it failed when "
         "they ran (see that error)");
   }
+}
+
+void trace_reduction(const Device& device, detail::ReduceOp op, int dim, const Group& g,
+                     const Plan& plan, bool hit) {
+  if (!detail::log_enabled("fusion")) return;
+  detail::log_line(
+      "fusion",
+      fmt::format("{}: {} over {} of {} with the group of {} ops as its prologue -> {} inputs, "
+                  "{} scalars, plan {}\n{}",
+                  device.str(), detail::reduce_name(op),
+                  dim >= 0 ? fmt::format("dim {}", dim) : std::string("all"), format_dims(g.shape),
+                  g.ops, plan.program.inputs.size(), plan.program.scalars.size(),
+                  hit ? "cached" : "new", ir::describe(plan.program)));
+}
+
+// Reduces x, a pending result of the open group g, with g's program (cut down to what x
+// needs) evaluated inside the reduction: x is not written for it. The group stays open, so x
+// and its other results are written when it closes only if a handle to them is still alive
+// then. False, with nothing done, where the backend cannot take this prologue.
+bool reduce_with_prologue(detail::Backend& inner, Group& g, detail::ReduceOp op,
+                          const detail::TensorImpl& x, int dim, const detail::TensorImpl& out) {
+  g.program.output(unbound(x)->node);
+  struct Output {  // x's node is the program's one output for the plan lookup only
+    ir::Program& p;
+    ~Output() { p.outputs.pop_back(); }
+  } output{g.program};
+  const PlanLookup found = plan_for(g.program);
+  const Plan& plan = *found.plan;
+  std::vector<const detail::TensorImpl*> in;
+  for (auto slot : plan.input_slots) in.push_back(&g.inputs[slot]);
+  std::vector<double> scalars;
+  for (auto slot : plan.scalar_slots) scalars.push_back(g.scalars[slot]);
+  if (!inner.reduce_prologue(op, {plan.program, in, scalars, x.shape}, dim, out)) return false;
+  trace_reduction(inner.device(), op, dim, g, plan, found.hit);
+  counters.groups_run.fetch_add(1, std::memory_order_relaxed);
+  counters.reductions_fused.fetch_add(1, std::memory_order_relaxed);
+  (found.hit ? counters.plan_hits : counters.plan_misses).fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace
@@ -88,7 +128,14 @@ void Fusion::sync() {
 
 void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
                     const detail::TensorImpl& out) {
-  flush();
+  {
+    std::lock_guard lock(mu_);
+    if (group_.reads_in_registers(x) && x.shape == group_.shape) {
+      bind(out);
+      if (reduce_with_prologue(inner_, group_, op, x, dim, out)) return;
+    }
+    flush_locked();
+  }
   require_memory(x);
   bind(out);
   inner_.reduce(op, x, dim, out);
@@ -179,7 +226,8 @@ void Fusion::flush_locked() {
 FusionStats stats() {
   return {counters.ops_recorded.load(),    counters.groups_run.load(),
           counters.plan_hits.load(),       counters.plan_misses.load(),
-          counters.outputs_written.load(), counters.bytes_written.load()};
+          counters.outputs_written.load(), counters.bytes_written.load(),
+          counters.reductions_fused.load()};
 }
 
 }  // namespace kiln::fusion

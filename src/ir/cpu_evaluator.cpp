@@ -246,4 +246,101 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
       });
 }
 
+struct RangeEvaluator::Impl {
+  const Program& p;
+  const cpu::KernelTable& k;
+  CoalescedLayout layout;
+  std::vector<Access> in;
+  std::vector<Lane> scalar_lanes;
+  std::vector<int> slot_of;
+  int n_slots = 0;
+};
+
+RangeEvaluator::RangeEvaluator(const Program& p, std::span<const TensorImpl* const> inputs,
+                               std::span<const double> scalars, const Dims& shape,
+                               const cpu::KernelTable& k) {
+  if (inputs.size() != p.inputs.size() || scalars.size() != p.scalars.size() ||
+      p.outputs.size() != 1) {
+    throw Error("element-wise: program and range call disagree on inputs, scalars or outputs");
+  }
+  std::vector<const Dims*> all_strides;
+  for (auto* t : inputs) all_strides.push_back(&t->strides);
+  auto impl = std::make_unique<Impl>(Impl{p, k, coalesce(shape, all_strides), {}, {}, {}, 0});
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    impl->in.push_back(access(*inputs[i], impl->layout, i));
+  for (std::size_t i = 0; i < scalars.size(); ++i)
+    impl->scalar_lanes.push_back(scalar_lane(scalars[i], p.scalars[i]));
+  impl->slot_of = assign_slots(p, impl->n_slots);
+  impl_ = std::move(impl);
+}
+
+RangeEvaluator::~RangeEvaluator() = default;
+
+RangeEvaluator::Scratch RangeEvaluator::scratch() const {
+  return {std::vector<Lane>(static_cast<std::size_t>(impl_->n_slots) * kBlock),
+          std::vector<cpu::Lanes>(impl_->p.nodes.size())};
+}
+
+void RangeEvaluator::run(std::int64_t start, std::int64_t len, void* dst, Scratch& sc) const {
+  const Impl& m = *impl_;
+  const Program& p = m.p;
+  const int n = static_cast<int>(p.nodes.size()), result = p.outputs[0];
+  const DType out_t = p.dtype(result);
+  for (std::int64_t done = 0; done < len; done += kBlock) {
+    const std::int64_t first = start + done, count = std::min(kBlock, len - done);
+    // A computed 32-bit result goes straight to dst; bool and leaves are copied after.
+    Lane* direct = out_t == DType::boolean ? nullptr : static_cast<Lane*>(dst) + done;
+    for (int i = 0; i < n; ++i) {
+      const Node& node = p.nodes[i];
+      Lane* buf = sc.lanes.data() + static_cast<std::size_t>(m.slot_of[i]) * kBlock;
+      if (node.op == Op::input) {
+        const Access& a = m.in[node.a];
+        if (a.splat) {
+          gather(a, m.layout.shape, 0, 1, buf);
+          sc.value[i] = {buf, true};
+        } else if (a.dense && a.dtype != DType::boolean) {
+          sc.value[i] = {a.base + first * sizeof(Lane), false};
+        } else {
+          gather(a, m.layout.shape, first, count, buf);
+          sc.value[i] = {buf, false};
+        }
+        continue;
+      }
+      if (node.op == Op::scalar) {
+        sc.value[i] = {&m.scalar_lanes[node.a], true};
+        continue;
+      }
+      if (node.op == Op::index) {
+        auto* idx = reinterpret_cast<std::int32_t*>(buf);
+        for (std::int64_t j = 0; j < count; ++j) idx[j] = static_cast<std::int32_t>(first + j);
+        sc.value[i] = {buf, false};
+        continue;
+      }
+      const int ar = arity(node.op);
+      const cpu::Lanes* v = sc.value.data();
+      const bool all_splat =
+          v[node.a].splat && (ar < 2 || v[node.b].splat) && (ar < 3 || v[node.c].splat);
+      const std::size_t c = all_splat ? 1 : static_cast<std::size_t>(count);
+      Lane* out = i == result && direct && !all_splat ? direct : buf;
+      if (ar == 1)
+        m.k.unary(node.op, p.dtype(node.a), node.dtype, v[node.a], out, c);
+      else if (ar == 2)
+        m.k.binary(node.op, p.dtype(node.a), v[node.a], v[node.b], out, c);
+      else
+        m.k.where(node.dtype, v[node.a], v[node.b], v[node.c], out, c);
+      sc.value[i] = {out, all_splat};
+    }
+    const cpu::Lanes r = sc.value[result];
+    const auto* src = static_cast<const Lane*>(r.p);
+    if (out_t == DType::boolean) {
+      auto* d = static_cast<std::uint8_t*>(dst) + done;
+      for (std::int64_t j = 0; j < count; ++j) d[j] = src[r.splat ? 0 : j] != 0;
+    } else if (r.splat) {
+      std::fill(direct, direct + count, src[0]);
+    } else if (src != direct) {
+      std::memcpy(direct, src, static_cast<std::size_t>(count) * sizeof(Lane));
+    }
+  }
+}
+
 }  // namespace kiln::ir

@@ -213,20 +213,89 @@ struct ReluI {
   HWY_INLINE VI operator()(VI x) const { return hn::Max(x, hn::Zero(DI())); }
 };
 
-// Highway's Sin/Cos reduce the argument with pi split into four floats, which is exact enough
-// only for |x| <= 39000 (math-inl.h).
+// Below kTrigMax, sin and cos are computed in SIMD; a vector with a lane beyond it (or an inf
+// or NaN) computes all its lanes with std::sin/std::cos. On targets with fused multiply-add the
+// reduction below is exact enough there (and checked over every float); on the others Highway's
+// Sin/Cos, whose four-part reduction is valid up to about 39000 (math-inl.h).
 constexpr float kTrigMax = 39000.0f;
 
 // Below this magnitude sin(x) and tan(x) round to x itself. Returning x there also keeps the
 // sign of -0, which the polynomial would lose.
 constexpr float kTrigTiny = 0x1p-12f;
 
+#if HWY_NATIVE_FMA
+// sin and cos through one reduction by pi and one odd polynomial.
+//
+// The reduction: n = round(x / pi) and r = x - n pi, so |r| <= pi/2 and sin(x) = (-1)^n sin(r).
+// Adding kRound to x / pi (in the same FMA) rounds it to an integer and leaves n's parity in the
+// low mantissa bit, so no float-int conversion is needed. pi is split into three floats
+// kPi1 + kPi2 + kPi3 (each the float nearest the rest; 2e-23 remains). With FMA the first step
+// x - n kPi1 is exact: for n != 0, |x| >= pi/2, so x and n kPi1 are multiples of 2^-23 and their
+// difference, below 2 in magnitude, fits in 24 bits. The next two steps round once each. For
+// |x| <= kTrigMax, n <= 12415, so the neglected n * 2e-23 is far below an ULP of the smallest
+// |r| a float there reaches (8.4e-9, at 505.796417).
+//
+// The polynomial: sin(r) = r + r^3 P(r^2), P of degree 3 fitted for kiln (Remez on the relative
+// error of sin, float coefficients refitted one by one, with mpmath) on |r| <= pi/2 + 0.004: the
+// rounding of x / pi (1/pi as a float is 1.3e-8 off) and of cos's x / pi + 1/2 can push |r| past
+// pi/2 by up to 3.2e-3 at kTrigMax. Its relative error is 6.4e-9, a tenth of an ULP.
+constexpr float kInvPi = 0x1.45f306p-2f;
+constexpr float kRound = 0x1.8p23f;  // 1.5 * 2^23: v + kRound is an integer for |v| < 2^22
+constexpr float kPi1 = 0x1.921fb6p1f;
+constexpr float kPi2 = -0x1.777a5cp-24f;
+constexpr float kPi3 = -0x1.ee59dap-49f;
+
+// r - n pi for an integral float n.
+HWY_INLINE VF ReduceByPi(VF r, VF n) {
+  const DF d;
+  r = hn::NegMulAdd(n, hn::Set(d, kPi1), r);
+  r = hn::NegMulAdd(n, hn::Set(d, kPi2), r);
+  return hn::NegMulAdd(n, hn::Set(d, kPi3), r);
+}
+
+// sin(r) for |r| <= pi/2 + 0.004, negated where the low mantissa bit of t (n's parity) is set.
+// Estrin's scheme: a shorter dependency chain than Horner's, so more vectors are in flight.
+HWY_INLINE VF SinPolySigned(VF r, VF t) {
+  const DF d;
+  const VF s = hn::Mul(r, r);
+  const VF s2 = hn::Mul(s, s);
+  const VF lo = hn::MulAdd(hn::Set(d, 0x1.110ed8p-7f), s, hn::Set(d, -0x1.55554cp-3f));
+  const VF hi = hn::MulAdd(hn::Set(d, 0x1.5dbcdcp-19f), s, hn::Set(d, -0x1.9f704cp-13f));
+  const VF p = hn::MulAdd(hi, s2, lo);
+  const VF odd = hn::BitCast(d, hn::ShiftLeft<31>(hn::BitCast(DI(), t)));
+  return hn::Xor(hn::MulAdd(hn::Mul(r, s), p, r), odd);
+}
+
+// sin(x) for |x| <= kTrigMax.
+HWY_INLINE VF SinFast(VF x) {
+  const DF d;
+  const VF t = hn::MulAdd(x, hn::Set(d, kInvPi), hn::Set(d, kRound));
+  const VF n = hn::Sub(t, hn::Set(d, kRound));
+  return SinPolySigned(ReduceByPi(x, n), t);
+}
+
+// cos(x) = (-1)^n sin(x - (n - 1/2) pi) for n = round(x / pi + 1/2), x = |x| <= kTrigMax.
+// (n - 1/2) kPi1 is a multiple of 2^-23, so the first step is exact for x >= 1. Below, it rounds
+// (by up to 2^-24 pi/2), but there r is near -pi/2 and the result sees that error scaled by
+// cos(r) = sin(x) < 0.85, within the bound of docs/accuracy.md.
+HWY_INLINE VF CosFast(VF ax) {
+  const DF d;
+  const VF y = hn::MulAdd(ax, hn::Set(d, kInvPi), hn::Set(d, 0.5f));
+  const VF t = hn::Add(y, hn::Set(d, kRound));
+  const VF h = hn::Sub(hn::Sub(t, hn::Set(d, kRound)), hn::Set(d, 0.5f));
+  return SinPolySigned(ReduceByPi(ax, h), t);
+}
+#else
+HWY_INLINE VF SinFast(VF x) { return hn::Sin(DF(), x); }
+HWY_INLINE VF CosFast(VF ax) { return hn::Cos(DF(), ax); }
+#endif
+
 struct SinF {
   HWY_INLINE VF operator()(VF x) const {
     const DF d;
     const VF ax = hn::Abs(x);
     if (HWY_LIKELY(hn::AllTrue(d, hn::Le(ax, hn::Set(d, kTrigMax))))) {
-      return hn::IfThenElse(hn::Lt(ax, hn::Set(d, kTrigTiny)), x, hn::Sin(d, x));
+      return hn::IfThenElse(hn::Lt(ax, hn::Set(d, kTrigTiny)), x, SinFast(x));
     }
     return PerLane(x, math::sin);
   }
@@ -235,9 +304,8 @@ struct SinF {
 struct CosF {
   HWY_INLINE VF operator()(VF x) const {
     const DF d;
-    if (HWY_LIKELY(hn::AllTrue(d, hn::Le(hn::Abs(x), hn::Set(d, kTrigMax))))) {
-      return hn::Cos(d, x);
-    }
+    const VF ax = hn::Abs(x);
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Le(ax, hn::Set(d, kTrigMax))))) return CosFast(ax);
     return PerLane(x, math::cos);
   }
 };

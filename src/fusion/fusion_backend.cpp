@@ -185,40 +185,49 @@ void Fusion::flush() {
 
 void Fusion::flush_locked() {
   if (group_.empty()) return;
-  Group g = std::move(group_);  // the decorator starts afresh even if running this one throws
-  group_ = Group{};
+  // The decorator starts afresh even if running this group throws; whatever happens, the run
+  // ends with running_ and the operand lists cleared (their capacity kept), which releases the
+  // group's inputs and the live results' extra handles.
+  std::swap(group_, running_);
+  struct Clear {
+    Fusion& f;
+    ~Clear() {
+      f.running_.clear();
+      f.live_.clear();
+      f.run_inputs_.clear();
+      f.run_outputs_.clear();
+      f.run_scalars_.clear();
+      f.run_handles_.clear();
+    }
+  } clear{*this};
+  Group& g = running_;
 
   // The results someone still holds; the rest stay in registers.
-  std::vector<std::shared_ptr<PendingBuffer>> live;
   for (const PendingOutput& o : g.outputs) {
     if (auto p = o.buffer.lock()) {
-      live.push_back(std::move(p));
+      live_.push_back(std::move(p));
       g.program.output(o.node);
     }
   }
-  if (live.empty()) return;  // nothing observable: the whole group is dead code
+  if (live_.empty()) return;  // nothing observable: the whole group is dead code
   const PlanLookup found = plan_for(g.program);
   const Plan& plan = *found.plan;
   trace(inner_.device(), g, plan, found.hit);
 
-  std::vector<const detail::TensorImpl*> in;
-  for (auto slot : plan.input_slots) in.push_back(&g.inputs[slot]);
-  std::vector<double> scalars;
-  for (auto slot : plan.scalar_slots) scalars.push_back(g.scalars[slot]);
-  std::vector<detail::Handle> out_handles;
-  std::vector<const detail::TensorImpl*> out;
+  for (auto slot : plan.input_slots) run_inputs_.push_back(&g.inputs[slot]);
+  for (auto slot : plan.scalar_slots) run_scalars_.push_back(g.scalars[slot]);
   long long bytes = 0;
-  for (const auto& p : live) {
-    out_handles.push_back(inner_.empty(g.shape, p->dtype()));
-    p->bind(out_handles.back()->buffer);
-    out.push_back(out_handles.back().get());
+  for (const auto& p : live_) {
+    run_handles_.push_back(inner_.empty(g.shape, p->dtype()));
+    p->bind(run_handles_.back()->buffer);
+    run_outputs_.push_back(run_handles_.back().get());
     bytes += static_cast<long long>(p->bytes());
   }
-  inner_.elementwise(plan.program, in, scalars, out);
+  inner_.elementwise(plan.program, run_inputs_, run_scalars_, run_outputs_);
 
   counters.groups_run.fetch_add(1, std::memory_order_relaxed);
   (found.hit ? counters.plan_hits : counters.plan_misses).fetch_add(1, std::memory_order_relaxed);
-  counters.outputs_written.fetch_add(static_cast<long long>(live.size()),
+  counters.outputs_written.fetch_add(static_cast<long long>(live_.size()),
                                      std::memory_order_relaxed);
   counters.bytes_written.fetch_add(bytes, std::memory_order_relaxed);
 }

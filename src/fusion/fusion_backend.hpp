@@ -3,9 +3,11 @@
 // Element-wise calls are appended to the device's open group (src/fusion/group.hpp) instead of
 // running. The group closes, is planned (plan_cache.hpp) and runs as one call of the backend
 // below, hence one kernel, when:
-//   - an op cannot join it: matmul, a reduction, an element-wise call over another shape, one
-//     that writes into an existing tensor (cat), or one that reads a result of the group through
-//     a view other than element for element (a transpose, a broadcast);
+//   - an op cannot join it: matmul, a reduction of something other than the group's result
+//     (one of a result takes the group as its prologue and leaves it open, where the backend
+//     can: reduce_prologue), an element-wise call over another shape, one that writes into an
+//     existing tensor (cat), or one that reads a result of the group through a view other than
+//     element for element (a transpose, a broadcast);
 //   - data is read (download) or the device is synced;
 //   - it reaches its limits (kMaxOps ops, kMaxInputs inputs);
 //   - fusion is switched off.

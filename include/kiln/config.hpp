@@ -2,7 +2,8 @@
 //
 // Defaults come from the environment when kiln is first used: KILN_SIMD=0 runs scalar loops,
 // KILN_THREADS=0 runs one CPU thread, KILN_THREADS=N caps the pool at N threads, KILN_FUSION=0
-// runs every op eagerly, KILN_PERSISTENCE=0 keeps tuned choices and compiled kernels in memory.
+// runs every op eagerly, KILN_PERSISTENCE=0 keeps tuned choices and compiled kernels in memory,
+// KILN_AUTOTUNE=0 gives matmul the cuBLASLt heuristic's first choice without timing anything.
 #pragma once
 
 #include <string>
@@ -17,6 +18,9 @@ struct Config {
   // The on-disk store (if compiled in, docs/store.md); false: tuned choices and compiled kernels
   // live in memory only, so every process tunes and compiles again.
   bool persistence = true;
+  // Matmul autotune (if compiled in, docs/autotune.md); false: the cuBLASLt heuristic's first
+  // choice, no timing, no tuning cost.
+  bool autotune = true;
 };
 
 // The configuration now in force.

@@ -17,6 +17,7 @@ constexpr bool kSimdCompiled = KILN_WITH_SIMD;
 constexpr bool kThreadsCompiled = KILN_WITH_THREADS;
 constexpr bool kFusionCompiled = KILN_WITH_FUSION;
 constexpr bool kPersistenceCompiled = KILN_WITH_PERSISTENCE;
+constexpr bool kAutotuneCompiled = KILN_WITH_AUTOTUNE;
 
 // Where the value in force came from, for features().
 struct Source {
@@ -24,6 +25,7 @@ struct Source {
   bool threads_from_env = false;
   bool fusion_from_env = false;
   bool persistence_from_env = false;
+  bool autotune_from_env = false;
 };
 
 // Parses "0"/"1"/"off"/"on" style switches; anything else is an error listing the valid ones.
@@ -49,6 +51,7 @@ struct State {
   std::atomic<int> threads{1};
   std::atomic<bool> fusion{true};
   std::atomic<bool> persistence{true};
+  std::atomic<bool> autotune{true};
 
   State() {
     if (const char* v = std::getenv("KILN_SIMD")) {
@@ -67,6 +70,10 @@ struct State {
       cfg.persistence = parse_switch("KILN_PERSISTENCE", v);
       src.persistence_from_env = true;
     }
+    if (const char* v = std::getenv("KILN_AUTOTUNE")) {
+      cfg.autotune = parse_switch("KILN_AUTOTUNE", v);
+      src.autotune_from_env = true;
+    }
     publish();
   }
   void publish() {
@@ -76,6 +83,7 @@ struct State {
     threads = kThreadsCompiled ? n : 1;
     fusion = kFusionCompiled && cfg.fusion;
     persistence = kPersistenceCompiled && cfg.persistence;
+    autotune = kAutotuneCompiled && cfg.autotune;
   }
 };
 
@@ -131,7 +139,8 @@ std::vector<FeatureState> features() {
       "built with -DKILN_FUSION=OFF");
   add("persistence", kPersistenceCompiled, s.cfg.persistence, s.src.persistence_from_env,
       "KILN_PERSISTENCE=0", "built with -DKILN_PERSISTENCE=OFF");
-  out.push_back({"autotune", false, false, "not implemented yet"});
+  add("autotune", kAutotuneCompiled, s.cfg.autotune, s.src.autotune_from_env, "KILN_AUTOTUNE=0",
+      "built with -DKILN_AUTOTUNE=OFF");
   const std::string cuda_why = detail::cuda_absent_reason(0);
   out.push_back(
       {"cuda", KILN_WITH_CUDA != 0, cuda_why.empty(), cuda_why.empty() ? "on" : cuda_why});
@@ -158,6 +167,7 @@ namespace detail {
 bool simd_live() { return state().simd.load(std::memory_order_relaxed); }
 int thread_limit() { return state().threads.load(std::memory_order_relaxed); }
 bool fusion_live() { return state().fusion.load(std::memory_order_relaxed); }
+bool autotune_live() { return state().autotune.load(std::memory_order_relaxed); }
 bool persistence_live() { return state().persistence.load(std::memory_order_relaxed); }
 }  // namespace detail
 

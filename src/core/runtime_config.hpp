@@ -11,6 +11,8 @@ bool simd_live();
 int thread_limit();
 // The fusion decorator compiled in and switched on.
 bool fusion_live();
+// Matmul autotune compiled in and switched on.
+bool autotune_live();
 // The persistent store compiled in and switched on.
 bool persistence_live();
 

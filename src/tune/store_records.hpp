@@ -1,0 +1,28 @@
+// The tuner's records in the persistent store (src/store/): one device identity's tune rows.
+#pragma once
+
+#include "store/store.hpp"
+#include "tune/tuner.hpp"
+
+namespace kiln::tune {
+
+class StoreRecords final : public Records {
+ public:
+  StoreRecords(store::Store& store, store::Identity identity)
+      : store_(store), identity_(std::move(identity)) {}
+
+  std::optional<Row> load(const std::string& key) override {
+    auto r = store_.get_tune(identity_, key);
+    if (!r) return std::nullopt;
+    return Row{r->value, r->name, r->seconds};
+  }
+  void save(const std::string& key, const Row& row, const std::string& shape) override {
+    store_.put_tune(identity_, key, {row.value, row.name, shape, row.seconds});
+  }
+
+ private:
+  store::Store& store_;
+  store::Identity identity_;
+};
+
+}  // namespace kiln::tune

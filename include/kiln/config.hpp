@@ -52,8 +52,10 @@ Precision float32_matmul_precision();
 // Kernels this process compiled at run time (NVRTC) and the seconds that took: what the first
 // call of a workload pays, and what the persistent store removes.
 struct CompileStats {
-  long long kernels = 0;
+  long long kernels = 0;  // compiled by NVRTC
   double seconds = 0;
+  long long loaded = 0;  // read from the persistent store instead (docs/store.md)
+  double load_seconds = 0;
 };
 CompileStats compile_stats();
 

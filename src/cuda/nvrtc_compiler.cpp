@@ -8,8 +8,13 @@
 #include <mutex>
 #include <tuple>
 
+#include "core/runtime_config.hpp"
 #include "cuda/check.hpp"
+#include "cuda/context.hpp"
 #include "kiln/error.hpp"
+#if KILN_WITH_PERSISTENCE
+#include "store/store.hpp"
+#endif
 
 namespace kiln::cuda {
 namespace {
@@ -56,6 +61,46 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+#if KILN_WITH_PERSISTENCE
+// A cubin runs on every device of its architecture, so its rows key on the compute capability
+// and the software that built it (NVRTC, driver, runtime, kiln), not on the device's name.
+store::Identity kernel_identity(const std::string& arch) {
+  store::Identity id;
+  const std::string digits = arch.substr(arch.find('_') + 1);  // "sm_90" -> "90"
+  id.compute_capability = digits.substr(0, digits.size() - 1) + "." + digits.back();
+  id.driver = driver_version();
+  id.cuda_runtime = runtime_version();
+  id.nvrtc = nvrtc_version();
+  return id;
+}
+#endif
+
+// The cubin of `source` for `arch`: from the store when it has it, else compiled (and stored).
+std::vector<char> cubin_for(const std::string& source, const std::string& source_name,
+                            const std::string& arch, const std::string& options) {
+#if KILN_WITH_PERSISTENCE
+  store::Store* s = detail::persistence_live() ? store::process_store() : nullptr;
+  const store::KernelKey key{source, arch, options};
+  if (s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (auto cubin = s->get_kernel(kernel_identity(arch), key)) {
+      auto& c = cache();
+      std::lock_guard lock(c.mu);
+      c.stats.loaded += 1;
+      c.stats.load_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return std::move(*cubin);
+    }
+  }
+  std::vector<char> cubin = compile_cubin(source, source_name, arch);
+  if (s) s->put_kernel(kernel_identity(arch), key, cubin, source_name);
+  return cubin;
+#else
+  (void)options;
+  return compile_cubin(source, source_name, arch);
+#endif
+}
+
 }  // namespace
 
 std::vector<std::string> compile_options(const std::string& arch) {
@@ -95,7 +140,8 @@ std::vector<char> compile_cubin(const std::string& source, const std::string& so
 cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
                            const std::string& kernel_name, const std::string& arch) {
   auto& c = cache();
-  auto key = std::make_tuple(source_hash(source), arch, joined(compile_options(arch)));
+  const std::string options = joined(compile_options(arch));
+  auto key = std::make_tuple(source_hash(source), arch, options);
   {
     std::lock_guard lock(c.mu);
     for (auto& e : c.entries[key]) {
@@ -104,7 +150,7 @@ cudaKernel_t cached_kernel(const std::string& source, const std::string& source_
   }
   // Compile outside the lock: other threads keep launching cached kernels meanwhile. Two
   // threads that miss the same source both compile it; the second result is dropped.
-  std::vector<char> cubin = compile_cubin(source, source_name, arch);
+  std::vector<char> cubin = cubin_for(source, source_name, arch, options);
   std::lock_guard lock(c.mu);
   auto& same_hash = c.entries[key];
   for (auto& e : same_hash) {

@@ -19,8 +19,9 @@ std::vector<std::string> compile_options(const std::string& arch);
 std::vector<char> compile_cubin(const std::string& source, const std::string& source_name,
                                 const std::string& arch);
 
-// The kernel `kernel_name` of `source` compiled for `arch`: compiled and loaded on the first
-// request, then taken from the cache. Thread-safe.
+// The kernel `kernel_name` of `source` compiled for `arch`: on the first request, its cubin is
+// read from the store (src/store/, when persistence is live) or compiled and written there, and
+// loaded; later requests take it from memory. Thread-safe.
 cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
                            const std::string& kernel_name, const std::string& arch);
 
@@ -29,10 +30,12 @@ void launch(cudaKernel_t k, unsigned grid, unsigned block, void** args, cudaStre
             std::size_t shared_bytes = 0);
 
 // Compilations done in this process and the seconds they took (for the bench's first-call
-// report and the tests that count compilations).
+// report and the tests that count compilations), and the cubins read from the store instead.
 struct CompileStats {
   std::int64_t compiles = 0;
   double seconds = 0;
+  std::int64_t loaded = 0;
+  double load_seconds = 0;
 };
 CompileStats compile_stats();
 

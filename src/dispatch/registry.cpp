@@ -99,7 +99,7 @@ int cuda_device_count() {
 CompileStats compile_stats() {
 #if KILN_WITH_CUDA
   const auto s = cuda::compile_stats();
-  return {s.compiles, s.seconds};
+  return {s.compiles, s.seconds, s.loaded, s.load_seconds};
 #else
   return {};
 #endif

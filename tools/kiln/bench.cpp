@@ -66,7 +66,8 @@ Timing measure(const Device& device, int runs, Call&& call, Check&& check) {
     auto [seconds, result] = timed_call();
     const CompileStats after = compile_stats();
     t.first_s = seconds;
-    t.first_compile = {after.kernels - before.kernels, after.seconds - before.seconds};
+    t.first_compile = {after.kernels - before.kernels, after.seconds - before.seconds,
+                       after.loaded - before.loaded, after.load_seconds - before.load_seconds};
     check(result);
   }
   std::vector<double> samples;
@@ -203,6 +204,10 @@ std::string text_line(const WorkloadResult& w) {
     line += fmt::format(" (first call compiled {} kernels in {})", t.first_compile.kernels,
                         format_duration(t.first_compile.seconds));
   }
+  if (t.first_compile.loaded > 0) {
+    line += fmt::format(" (first call loaded {} kernels from the store in {})",
+                        t.first_compile.loaded, format_duration(t.first_compile.load_seconds));
+  }
   return line;
 }
 
@@ -246,11 +251,12 @@ std::string json_report(const std::vector<DeviceResult>& results) {
       workloads += fmt::format(
           "{{\"name\": {}, \"shape\": [{}, {}], \"dtype\": \"f32\", {}\"first_s\": {}, "
           "\"min_s\": {}, \"median_s\": {}, \"runs\": {}, \"first_compiles\": {}, "
-          "\"first_compile_s\": {}}}",
+          "\"first_compile_s\": {}, \"first_loaded\": {}}}",
           json_string(w.name), w.rows, w.cols,
           w.precision.empty() ? "" : fmt::format("\"precision\": {}, ", json_string(w.precision)),
           w.timing.first_s, w.timing.min_s, w.timing.median_s, w.timing.runs,
-          w.timing.first_compile.kernels, w.timing.first_compile.seconds);
+          w.timing.first_compile.kernels, w.timing.first_compile.seconds,
+          w.timing.first_compile.loaded);
     }
     if (!devices.empty()) devices += ", ";
     devices += fmt::format("{{\"device\": {}, \"name\": {}, \"workloads\": [{}]}}",

@@ -42,6 +42,11 @@ void CudaBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int d
   cuda::reduce(ctx_, op, x, dim, out);
 }
 
+bool CudaBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
+                                  const detail::TensorImpl& out) {
+  return cuda::reduce_prologue(ctx_, op, prologue, dim, out);
+}
+
 void CudaBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
                          const detail::TensorImpl& out) {
   cuda::matmul(ctx_, a, b, out);

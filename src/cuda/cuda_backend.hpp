@@ -23,6 +23,8 @@ class CudaBackend final : public detail::Backend {
                    std::span<const detail::TensorImpl* const> outputs) override;
   void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
               const detail::TensorImpl& out) override;
+  bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
+                       const detail::TensorImpl& out) override;
   void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
               const detail::TensorImpl& out) override;
   void random(const detail::RandomSpec& spec, std::uint64_t seed,

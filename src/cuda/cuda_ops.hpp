@@ -20,6 +20,9 @@ detail::Handle contiguous(Context& ctx, const detail::Handle& x);
 
 // reduce.cpp: the Backend::reduce contract (src/dispatch/backend.hpp).
 void reduce(Context& ctx, detail::ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
+// The Backend::reduce_prologue contract: false, with nothing done, for layouts it declines.
+bool reduce_prologue(Context& ctx, detail::ReduceOp op, const detail::Prologue& prologue, int dim,
+                     const TensorImpl& out);
 
 // matmul.cpp: cuBLASLt, under kiln::float32_matmul_precision().
 void matmul(Context& ctx, const TensorImpl& a, const TensorImpl& b, const TensorImpl& out);

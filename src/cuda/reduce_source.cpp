@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ir/cuda_codegen.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::cuda {
 namespace {
@@ -112,56 +113,112 @@ template <class P> __device__ __forceinline__ typename P::Acc block_combine(type
   return a;
 }
 
-// Extents then strides of R dims at v[K...]: the offset of row-major position i.
-template <int R, int K, class I, class G> __device__ __forceinline__ I offset_of(I i, const G& g) {
-  I off = 0;
-#pragma unroll
-  for (int d = R - 1; d > 0; --d) {
-    const I e = (I)g.v[K + d];
-    off += (i % e) * (I)g.v[K + R + d];
-    i /= e;
-  }
-  if (R > 0) off += i * (I)g.v[K + R];
-  return off;
+// The geometry: outputs, reduced length, chunks per output, chunk length; the kept extents,
+// the kept strides of stride set 0, the reduced extents, the reduced strides of set 0; then the
+// kept and reduced strides of each further set (a prologue's inputs of other layouts). With
+// one set (a reduction of memory) it is extents then strides of the kept dims, then of the
+// reduced dims.
+template <int RO, int RR, int N = 1> struct Geom {
+  long long v[4 + 2 * RO + 2 * RR + (N - 1) * (RO + RR)];
+};
+
+// The index in Geom::v of the first kept (kKept) or reduced stride of set n.
+template <int RO, int RR, bool kKept> __device__ __forceinline__ int strides_at(int n) {
+  if (n == 0) return kKept ? 4 + RO : 4 + 2 * RO + RR;
+  return 4 + 2 * RO + 2 * RR + (n - 1) * (RO + RR) + (kKept ? 0 : RO);
 }
 
-template <int RO, int RR> struct Geom { long long v[4 + 2 * RO + 2 * RR]; };
+// Adds to off[n] the offset, in stride set n, of row-major position i of the kept (kKept) or
+// the reduced dims: the coordinates are found once for every set.
+template <bool kKept, int RO, int RR, int N, class I>
+__device__ __forceinline__ void add_offsets(I i, const Geom<RO, RR, N>& g, I (&off)[N]) {
+  constexpr int R = kKept ? RO : RR, E = kKept ? 4 : 4 + 2 * RO;
+#pragma unroll
+  for (int d = R - 1; d > 0; --d) {
+    const I e = (I)g.v[E + d];
+    const I c = i % e;
+#pragma unroll
+    for (int n = 0; n < N; ++n) off[n] += c * (I)g.v[strides_at<RO, RR, kKept>(n) + d];
+    i /= e;
+  }
+  if constexpr (R > 0) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) off[n] += i * (I)g.v[strides_at<RO, RR, kKept>(n)];
+  }
+}
 
-// The accumulator of positions [begin, end) of the reduced sequence at base, taken by a
-// thread from `first` in steps of `step`; four loads in flight before they are combined
+// The offsets, one per stride set, of reduced position j of the output at offsets base.
+template <int N, class I> struct Offsets { I v[N]; };
+template <int RO, int RR, int N, class I>
+__device__ __forceinline__ Offsets<N, I> offsets(const I (&base)[N], I j, const Geom<RO, RR, N>& g) {
+  Offsets<N, I> o;
+#pragma unroll
+  for (int n = 0; n < N; ++n) o.v[n] = base[n];
+  add_offsets<false>(j, g, o.v);
+  return o;
+}
+
+// Where the values come from: x.get(off) is the value at offsets off.v (one per stride set),
+// as the policy's V. Memory reads one tensor (one set); a prologue source is generated
+// (reduce_prologue_source) and evaluates the element-wise program there.
+template <class S> struct Memory {
+  const S* p;
+  template <class I> __device__ __forceinline__ auto get(const Offsets<1, I>& off) const {
+    return load(p[off.v[0]]);
+  }
+};
+template <class S> __device__ __forceinline__ Memory<S> source(const S* p) {
+  Memory<S> m = {p};
+  return m;
+}
+template <class X> __device__ __forceinline__ X source(const X& x) { return x; }
+
+// The accumulator of positions [begin, end) of the reduced sequence at offsets base, taken by
+// a thread from `first` in steps of `step`; four values in flight before they are combined
 // (in the same order as one at a time).
-template <class P, int RO, int RR, class I, class S>
-__device__ __forceinline__ typename P::Acc run(const S* base, I first, I end, I step,
-                                               const Geom<RO, RR>& g) {
+template <class P, int RO, int RR, int N, class I, class X>
+__device__ __forceinline__ typename P::Acc run(const X& x, const I (&base)[N], I first, I end,
+                                               I step, const Geom<RO, RR, N>& g) {
   typename P::Acc a = P::identity();
   I j = first;
   for (; j + 3 * step < end; j += 4 * step) {
-    const S s0 = base[offset_of<RR, 4 + 2 * RO>(j, g)];
-    const S s1 = base[offset_of<RR, 4 + 2 * RO>(j + step, g)];
-    const S s2 = base[offset_of<RR, 4 + 2 * RO>(j + 2 * step, g)];
-    const S s3 = base[offset_of<RR, 4 + 2 * RO>(j + 3 * step, g)];
-    a = P::combine(a, P::lift(load(s0), (long long)j));
-    a = P::combine(a, P::lift(load(s1), (long long)(j + step)));
-    a = P::combine(a, P::lift(load(s2), (long long)(j + 2 * step)));
-    a = P::combine(a, P::lift(load(s3), (long long)(j + 3 * step)));
+    const auto s0 = x.get(offsets(base, j, g));
+    const auto s1 = x.get(offsets(base, j + step, g));
+    const auto s2 = x.get(offsets(base, j + 2 * step, g));
+    const auto s3 = x.get(offsets(base, j + 3 * step, g));
+    a = P::combine(a, P::lift(s0, (long long)j));
+    a = P::combine(a, P::lift(s1, (long long)(j + step)));
+    a = P::combine(a, P::lift(s2, (long long)(j + 2 * step)));
+    a = P::combine(a, P::lift(s3, (long long)(j + 3 * step)));
   }
   for (; j < end; j += step) {
-    a = P::combine(a, P::lift(load(base[offset_of<RR, 4 + 2 * RO>(j, g)]), (long long)j));
+    a = P::combine(a, P::lift(x.get(offsets(base, j, g)), (long long)j));
   }
   return a;
 }
 
-// Variants block and block_split: block w reduces output w / chunks, chunk w % chunks.
-template <class P, int RO, int RR, class I, bool kSplit, class S, class O>
-__device__ __forceinline__ void by_block(const S* x, O* out, typename P::Acc* part,
-                                         const Geom<RO, RR>& g) {
+// The offsets of output o's first reduced element, one per stride set.
+template <int RO, int RR, int N, class I, class A>
+__device__ __forceinline__ void output_offsets(I o, const Geom<RO, RR, N>& g, A& off) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) off[n] = 0;
+  add_offsets<true>(o, g, off);
+}
+
+// Variants block and block_split: block w reduces output w / chunks, chunk w % chunks. xs is
+// a pointer to memory or a source.
+template <class P, int RO, int RR, class I, bool kSplit, class XS, class O, int N>
+__device__ __forceinline__ void by_block(const XS& xs, O* out, typename P::Acc* part,
+                                         const Geom<RO, RR, N>& g) {
+  const auto x = source(xs);
   const I outputs = (I)g.v[0], len = (I)g.v[1], chunks = kSplit ? (I)g.v[2] : (I)1;
   const I chunk = kSplit ? (I)g.v[3] : len;
   for (I w = blockIdx.x; w < outputs * chunks; w += gridDim.x) {
     const I o = kSplit ? w / chunks : w, begin = kSplit ? (w % chunks) * chunk : (I)0;
     const I end = kSplit && len - begin > chunk ? begin + chunk : len;
-    const S* base = x + offset_of<RO, 4>(o, g);
-    typename P::Acc a = run<P>(base, begin + threadIdx.x, end, (I)blockDim.x, g);
+    I base[N];
+    output_offsets(o, g, base);
+    typename P::Acc a = run<P>(x, base, begin + threadIdx.x, end, (I)blockDim.x, g);
     a = block_combine<P>(a);
     if (threadIdx.x == 0) {
       if (kSplit) part[w] = a;
@@ -171,16 +228,19 @@ __device__ __forceinline__ void by_block(const S* x, O* out, typename P::Acc* pa
 }
 
 // Variants thread and thread_split: thread w reduces output w % outputs, chunk w / outputs.
-template <class P, int RO, int RR, class I, bool kSplit, class S, class O>
-__device__ __forceinline__ void by_thread(const S* x, O* out, typename P::Acc* part,
-                                          const Geom<RO, RR>& g) {
+template <class P, int RO, int RR, class I, bool kSplit, class XS, class O, int N>
+__device__ __forceinline__ void by_thread(const XS& xs, O* out, typename P::Acc* part,
+                                          const Geom<RO, RR, N>& g) {
+  const auto x = source(xs);
   const I outputs = (I)g.v[0], len = (I)g.v[1], chunks = kSplit ? (I)g.v[2] : (I)1;
   const I chunk = kSplit ? (I)g.v[3] : len;
   const I step = (I)gridDim.x * blockDim.x;
   for (I w = (I)blockIdx.x * blockDim.x + threadIdx.x; w < outputs * chunks; w += step) {
     const I o = kSplit ? w % outputs : w, c = kSplit ? w / outputs : (I)0;
     const I begin = c * chunk, end = kSplit && len - begin > chunk ? begin + chunk : len;
-    const typename P::Acc a = run<P>(x + offset_of<RO, 4>(o, g), begin, end, (I)1, g);
+    I base[N];
+    output_offsets(o, g, base);
+    const typename P::Acc a = run<P>(x, base, begin, end, (I)1, g);
     if (kSplit) part[(long long)o * chunks + c] = a;
     else out[o] = P::finish(a, (long long)len);
   }
@@ -270,6 +330,66 @@ std::string combine_entry_point(ReduceOp op, DType t) {
       reduce_combine_name(op, t), p, out_type(op, t), p);
 }
 
+// The prologue's source struct for spec k, and the entry point that reduces through it:
+//   (const In0* in0, ..., Out* out, Acc* part, <float|int> s0, ..., Geom<RO, RR, sets> g)
+// get() loads each input at the offset of its stride set (a splat was loaded once, when the
+// struct was made) and calls the element-wise body, with set 0's offset as the element's
+// index; so the value is the element-wise kernel's, computed the same way.
+std::string prologue_entry_point(const ReducePrologueSpec& ps, const std::string& name, int k) {
+  const ReduceKernelSpec& s = ps.reduce;
+  const ir::Program& prog = *ps.program;
+  const char* I = s.wide_index ? "unsigned long long" : "unsigned";
+  const std::string body = fmt::format("kiln_body{}", k), type = fmt::format("KilnPrologue{}", k);
+  auto load = [](DType t, const std::string& v) {
+    return t == DType::boolean ? fmt::format("({} != 0)", v) : v;
+  };
+  std::string members, loads, args = "off.v[0]", kparams, init;
+  for (std::size_t i = 0; i < prog.inputs.size(); ++i) {
+    const DType t = prog.inputs[i];
+    kparams += fmt::format("const {}* __restrict__ in{}, ", ir::cuda_storage_type(t), i);
+    init += init.empty() ? "" : ", ";
+    if (ps.input_sets[i] < 0) {
+      members += fmt::format("  {} z{};\n", ir::cuda_value_type(t), i);
+      init += load(t, fmt::format("__ldg(in{})", i));
+      args += fmt::format(", z{}", i);
+    } else {
+      members += fmt::format("  const {}* in{};\n", ir::cuda_storage_type(t), i);
+      init += fmt::format("in{}", i);
+      loads += fmt::format("    const {} x{} = {};\n", ir::cuda_value_type(t), i,
+                           load(t, fmt::format("__ldg(in{} + off.v[{}])", i, ps.input_sets[i])));
+      args += fmt::format(", x{}", i);
+    }
+  }
+  std::string sparams;
+  for (std::size_t j = 0; j < prog.scalars.size(); ++j) {
+    const char* st = prog.scalars[j] == DType::f32 ? "float" : "int";
+    members += fmt::format("  {} s{};\n", st, j);
+    sparams += fmt::format(", {} s{}", st, j);
+    init += fmt::format("{}s{}", init.empty() ? "" : ", ", j);
+    args += fmt::format(", s{}", j);
+  }
+  const DType vt = prog.dtype(prog.outputs[0]);
+  const char* value = ir::cuda_value_type(vt == DType::boolean ? DType::i32 : vt);
+  std::string src = ir::cuda_body(prog, body, s.wide_index);
+  src += fmt::format(
+      "struct {0} {{\n{1}"
+      "  __device__ __forceinline__ {2} get(const kr::Offsets<{4}, {3}>& off) const {{\n{5}"
+      "    {6} y0;\n    {7}({8}, y0);\n    return y0;\n  }}\n}};\n",
+      type, members, value, I, ps.sets, loads, ir::cuda_value_type(vt), body, args);
+  const bool by_block =
+      s.variant == ReduceVariant::block || s.variant == ReduceVariant::block_split;
+  const std::string p = policy(s.op, s.dtype);
+  src += fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__(256) {}({}{}* __restrict__ out, "
+      "{}::Acc* __restrict__ part{}, kr::Geom<{}, {}, {}> g) {{\n"
+      "  const {} x = {{{}}};\n"
+      "  kr::{}<{}, {}, {}, {}, {}>(x, out, part, g);\n}}\n",
+      name, kparams, out_type(s.op, s.dtype), p, sparams, s.outer_rank, s.reduced_rank, ps.sets,
+      type, init, by_block ? "by_block" : "by_thread", p, s.outer_rank, s.reduced_rank, I,
+      is_split(s.variant) ? "true" : "false");
+  return src;
+}
+
 }  // namespace
 
 std::string reduce_kernel_name(const ReduceKernelSpec& s) {
@@ -304,6 +424,45 @@ std::string reduce_source(std::span<const ReduceKernelSpec> specs) {
       src += combine_entry_point(s.op, s.dtype);
   }
   return src;
+}
+
+ReducePrologueSource reduce_prologue_source(std::span<const ReducePrologueSpec> specs) {
+  ReducePrologueSource out;
+  out.source = ir::cuda_prelude();
+  out.source += kLibrary;
+  std::set<std::pair<ReduceOp, DType>> combines;
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    const ReducePrologueSpec& ps = specs[k];
+    const ReduceKernelSpec& s = ps.reduce;
+    const ir::Program& prog = *ps.program;
+    if (prog.outputs.size() != 1 || ps.input_sets.size() != prog.inputs.size() || ps.sets < 1 ||
+        prog.dtype(prog.outputs[0]) != s.dtype) {
+      throw Error(fmt::format(
+          "reduce_prologue_source: spec {} needs a program of one {} output, a stride set (or -1) "
+          "for each of its {} inputs and at least 1 set; it has {} outputs{}, {} input sets and "
+          "{} sets",
+          k, dtype_name(s.dtype), prog.inputs.size(), prog.outputs.size(),
+          prog.outputs.empty()
+              ? ""
+              : fmt::format(" (the first {})", dtype_name(prog.dtype(prog.outputs[0]))),
+          ps.input_sets.size(), ps.sets));
+    }
+    for (int set : ps.input_sets) {
+      if (set < -1 || set >= ps.sets) {
+        throw Error(
+            fmt::format("reduce_prologue_source: spec {} has an input in stride set {} "
+                        "of {}",
+                        k, set, ps.sets));
+      }
+    }
+    out.kernels.push_back(fmt::format(
+        "kiln_reduce_prologue{}_{}_{}_o{}r{}s{}_{}{}", k, op_tag(s.op), dtype_name(s.dtype),
+        s.outer_rank, s.reduced_rank, ps.sets, variant_tag(s.variant), s.wide_index ? 64 : 32));
+    out.source += prologue_entry_point(ps, out.kernels.back(), static_cast<int>(k));
+    if (is_split(s.variant) && combines.emplace(s.op, s.dtype).second)
+      out.source += combine_entry_point(s.op, s.dtype);
+  }
+  return out;
 }
 
 std::vector<ReduceSource> all_reduce_sources_for_tests() {

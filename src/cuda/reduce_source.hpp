@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dispatch/backend.hpp"
+#include "ir/program.hpp"
 
 namespace kiln::cuda {
 
@@ -31,6 +32,8 @@ struct ReduceKernelSpec {
   int reduced_rank = 1;      // coalesced reduced dims, at least 1
   ReduceVariant variant = ReduceVariant::block;
   bool wide_index = false;  // 64-bit positions and offsets (past 2^31 - 1)
+
+  bool operator==(const ReduceKernelSpec&) const = default;
 };
 
 // Kernel parameters, every variant:
@@ -54,6 +57,31 @@ std::size_t reduce_partial_bytes(detail::ReduceOp op, DType dtype);
 // One complete source (prelude, templates, entry points) with the kernels of `specs`, and the
 // combine kernel of every split spec's (op, dtype).
 std::string reduce_source(std::span<const ReduceKernelSpec> specs);
+
+// A reduction of an element-wise prologue's value (Backend::reduce_prologue): the kernel
+// evaluates `program` (one output, of reduce.dtype) for each element it reduces instead of
+// reading it. The geometry has `sets` stride sets; set 0 is the value's own row-major
+// (contiguous) layout, whose offset is the element's index (for Op::index), and input i is read
+// at the offset of set input_sets[i], or is a splat (-1: every element is its element 0).
+// The outer and reduced ranks are those of the dims coalesced over every set.
+struct ReducePrologueSpec {
+  ReduceKernelSpec reduce;
+  const ir::Program* program = nullptr;
+  std::vector<int> input_sets;
+  int sets = 1;
+};
+
+// Kernel parameters:
+//   (const In0* in0, ..., Out* out, Acc* partial, <float|int> s0, ..., Geometry g)
+// with one pointer per program input (a splat's too), the scalars as cuda_kernel takes them,
+// and the geometry of reduce_kernel_name's kernels followed, for each set after the first, by
+// its outer strides then its reduced strides. The split variants' combine kernel is
+// reduce_combine_name's, in the same source.
+struct ReducePrologueSource {
+  std::string source;                // the prelude, the library, and one kernel per spec
+  std::vector<std::string> kernels;  // the entry point of each spec
+};
+ReducePrologueSource reduce_prologue_source(std::span<const ReducePrologueSpec> specs);
 
 // Every kernel the generator can produce, for every op x dtype x variant x index width at
 // representative (outer, reduced) ranks (0, 1), (2, 1), (0, 3), batched into one source per

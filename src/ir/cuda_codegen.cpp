@@ -262,6 +262,18 @@ std::string CudaLayout::tag() const {
   return t;
 }
 
+std::string cuda_body(const Program& p, const std::string& name, bool wide_index) {
+  std::string params = fmt::format("{} i", wide_index ? "unsigned long long" : "unsigned");
+  for (std::size_t i = 0; i < p.inputs.size(); ++i)
+    params += fmt::format(", {} x{}", value_type(p.inputs[i]), i);
+  for (std::size_t s = 0; s < p.scalars.size(); ++s)
+    params += fmt::format(", {} s{}", p.scalars[s] == DType::f32 ? "float" : "int", s);
+  for (std::size_t o = 0; o < p.outputs.size(); ++o)
+    params += fmt::format(", {}& y{}", value_type(p.dtype(p.outputs[o])), o);
+  return fmt::format("__device__ __forceinline__ void {}({}) {{\n{}}}\n", name, params,
+                     body_statements(p));
+}
+
 CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   if (l.inputs.size() != p.inputs.size() || l.outputs.size() != p.outputs.size()) {
     throw Error("cuda codegen: layout does not match the program's inputs and outputs");
@@ -285,16 +297,7 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   k.name = "kiln_elementwise";  // each source is its own library, so one name serves
 
   std::string src = cuda_prelude();
-  // The body: one element, from register values to register results.
-  std::string params = fmt::format("{} i", I);
-  for (std::size_t i = 0; i < n_in; ++i)
-    params += fmt::format(", {} x{}", value_type(p.inputs[i]), i);
-  for (std::size_t s = 0; s < p.scalars.size(); ++s)
-    params += fmt::format(", {} s{}", p.scalars[s] == DType::f32 ? "float" : "int", s);
-  for (std::size_t o = 0; o < n_out; ++o)
-    params += fmt::format(", {}& y{}", value_type(out_dtype(o)), o);
-  src += fmt::format("__device__ __forceinline__ void kiln_body({}) {{\n{}}}\n", params,
-                     body_statements(p));
+  src += cuda_body(p, "kiln_body", l.wide_index);
   if (strided) {
     src += fmt::format("struct KilnGeometry {{ long long v[{}]; }};\n", l.rank * (1 + strided));
   }

@@ -45,6 +45,14 @@ struct CudaKernel {
 
 CudaKernel cuda_kernel(const Program& program, const CudaLayout& layout);
 
+// The body function alone, the one cuda_kernel's kernels call for each element:
+//   __device__ void <name>(I i, <value type> x0, ..., <float|int> s0, ..., <value type>& y0, ...)
+// with the inputs' register values, the scalars, and references to the outputs; i is the
+// element's linear index (unsigned, or unsigned long long with wide_index), read by
+// Op::index. Needs cuda_prelude() before it. Other kernels (a reduction's prologue) call it so
+// that every value rounds exactly as in the element-wise kernel (with the same NVRTC options).
+std::string cuda_body(const Program& program, const std::string& name, bool wide_index);
+
 // The device functions every kiln kernel may use (kiln::relu, kiln::minimum, kiln::isnan_f...).
 const std::string& cuda_prelude();
 

@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <random>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "json.hpp"
 #include "kiln/kiln.hpp"
 
 namespace kiln::cli {
@@ -186,10 +186,10 @@ WorkloadResult run_matmul(const Device& device, int runs, Precision precision) {
   return {"matmul", tf32 ? "high" : "highest", kMatmulSide, kMatmulSide, t};
 }
 
-// The seed's unit rule: milliseconds with two decimals, microseconds below one millisecond.
-std::string format_duration(double seconds) {
-  if (seconds < 1e-3) return fmt::format("{:.2f}us", seconds * 1e6);
-  return fmt::format("{:.2f}ms", seconds * 1e3);
+// "chain8 2048x2048 f32", "matmul 1024x1024 f32 tf32": a workload as lines and reports name it.
+std::string label(const WorkloadResult& w) {
+  return fmt::format("{} {}x{} f32{}", w.name, w.rows, w.cols,
+                     w.precision == "high" ? " tf32" : "");
 }
 
 // The seed's line; a matmul under Precision::high says so, and a first call that compiled
@@ -197,9 +197,8 @@ std::string format_duration(double seconds) {
 std::string text_line(const WorkloadResult& w) {
   const Timing& t = w.timing;
   std::string line =
-      fmt::format("{} {}x{} f32{}: first {}, next {} min {} median {}", w.name, w.rows, w.cols,
-                  w.precision == "high" ? " tf32" : "", format_duration(t.first_s), t.runs,
-                  format_duration(t.min_s), format_duration(t.median_s));
+      fmt::format("{}: first {}, next {} min {} median {}", label(w), format_duration(t.first_s),
+                  t.runs, format_duration(t.min_s), format_duration(t.median_s));
   if (t.first_compile.kernels > 0) {
     line += fmt::format(" (first call compiled {} kernels in {})", t.first_compile.kernels,
                         format_duration(t.first_compile.seconds));
@@ -209,36 +208,6 @@ std::string text_line(const WorkloadResult& w) {
                         t.first_compile.loaded, format_duration(t.first_compile.load_seconds));
   }
   return line;
-}
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;  // UTF-8 bytes pass through: JSON text is UTF-8
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string json_report(const std::vector<DeviceResult>& results) {
@@ -264,6 +233,21 @@ std::string json_report(const std::vector<DeviceResult>& results) {
   }
   return fmt::format("{{\"kiln_version\": {}, \"devices\": [{}]}}", json_string(kiln::version()),
                      devices);
+}
+
+// The first-call figures for the process that started this one (bench_processes.hpp): one line
+// per workload, tab-separated, the fields run_bench's comment lists.
+void write_report(int fd, const std::vector<DeviceResult>& results) {
+  std::FILE* f = fdopen(fd, "w");
+  if (f == nullptr) throw std::runtime_error(fmt::format("bench: fdopen({}) failed", fd));
+  for (const DeviceResult& d : results) {
+    for (const WorkloadResult& w : d.workloads) {
+      const CompileStats& c = w.timing.first_compile;
+      fmt::print(f, "{}\t{}\t{}\t{}\t{}\t{}\t{}\n", d.device, label(w), w.timing.first_s, c.kernels,
+                 c.seconds, c.loaded, c.load_seconds);
+    }
+  }
+  std::fclose(f);
 }
 
 // kiln::devices() names a present device "cpu" or "cuda:N" (and an absent kind "cuda").
@@ -301,6 +285,11 @@ std::vector<Device> select_devices(const std::string& which) {
 
 }  // namespace
 
+std::string format_duration(double seconds) {
+  if (seconds < 1e-3) return fmt::format("{:.2f}us", seconds * 1e6);
+  return fmt::format("{:.2f}ms", seconds * 1e3);
+}
+
 void run_bench(const BenchOptions& options) {
   std::vector<DeviceResult> results;
   for (const Device& device : select_devices(options.device)) {
@@ -324,6 +313,7 @@ void run_bench(const BenchOptions& options) {
     results.push_back(std::move(r));
   }
   if (options.json) fmt::print("{}\n", json_report(results));
+  if (options.report_fd >= 0) write_report(options.report_fd, results);
 }
 
 }  // namespace kiln::cli

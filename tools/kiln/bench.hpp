@@ -11,6 +11,11 @@ struct BenchOptions {
   std::string device = "all";  // "cpu", "cuda" or "all" (every present device)
   int runs = 100;              // timed calls after the first
   bool json = false;           // one JSON object on stdout instead of the text lines
+  // How many processes run the workloads, one after the other (bench_processes.hpp); 1: this
+  // process runs them itself.
+  int processes = 2;
+  bool one_process = false;  // hidden: this process is one of them
+  int report_fd = -1;        // hidden: where its first-call figures go for the summary, or -1
 };
 
 // A workload computed a wrong result: the timings would describe broken code, so none are kept.
@@ -19,8 +24,14 @@ class CheckError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Runs the workloads and prints the report on stdout. Throws kiln::DeviceError when the asked-for
-// device is absent (naming the reason kiln::devices() gives) and CheckError on a wrong result.
+// Runs the workloads in this process and prints the report on stdout (and, with a report_fd,
+// one tab-separated line per workload on it: device, workload, first-call seconds, kernels
+// compiled, compile seconds, kernels loaded from the store, load seconds). Throws
+// kiln::DeviceError when the asked-for device is absent (naming the reason kiln::devices()
+// gives) and CheckError on a wrong result.
 void run_bench(const BenchOptions& options);
+
+// The seed's unit rule: milliseconds with two decimals, microseconds below one millisecond.
+std::string format_duration(double seconds);
 
 }  // namespace kiln::cli

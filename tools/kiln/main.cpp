@@ -1,38 +1,25 @@
-// The `kiln` command: `kiln bench`, `kiln info`, `kiln --version`.
+// The `kiln` command: `kiln bench`, `kiln tune`, `kiln info`, `kiln --version`.
 //
 // Exit status: 0 on success; 2 for an error kiln raised (a kiln::Error, printed as
 // "kiln: <message>"); 3 when a benchmark's result failed its check; 1 for anything unexpected;
-// CLI11's own codes for a bad command line.
+// CLI11's own codes for a bad command line. `kiln bench` in several processes exits with the
+// status of the first process that failed (1 when one was killed by a signal).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "bench.hpp"
+#include "bench_processes.hpp"
 #include "kiln/kiln.hpp"
+#include "table.hpp"
+#include "tune.hpp"
 
 namespace {
-
-// Prints rows as left-aligned columns two spaces apart, each as wide as its widest cell.
-void print_table(const std::vector<std::vector<std::string>>& rows, const char* indent) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()), 0);
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line = indent;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      // The last cell is not padded, so lines carry no trailing blanks.
-      line += c + 1 == row.size() ? row[c] : fmt::format("{:<{}}  ", row[c], width[c]);
-    }
-    fmt::print("{}\n", line);
-  }
-}
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
@@ -42,14 +29,14 @@ void run_info() {
   for (const kiln::DeviceInfo& d : kiln::devices()) {
     rows.push_back({d.name, yes_no(d.present), d.present ? d.backend_name : d.reason});
   }
-  print_table(rows, "  ");
+  kiln::cli::print_table(rows, "  ");
 
   fmt::print("\nfeatures:\n");
   rows = {{"name", "compiled", "live", "why"}};
   for (const kiln::FeatureState& f : kiln::features()) {
     rows.push_back({f.name, yes_no(f.compiled), yes_no(f.live), f.why});
   }
-  print_table(rows, "  ");
+  kiln::cli::print_table(rows, "  ");
 }
 
 }  // namespace
@@ -62,7 +49,9 @@ int main(int argc, char** argv) {
 
   kiln::cli::BenchOptions bench;
   CLI::App* bench_cmd = app.add_subcommand(
-      "bench", "Time the seed workloads (chain8 2048x2048, matmul 1024x1024, f32) on each device");
+      "bench",
+      "Time the seed workloads (chain8 2048x2048, matmul 1024x1024, f32) on each device, in two "
+      "fresh processes: the second's first calls read what the first stored");
   bench_cmd->add_option("--device", bench.device, "cpu, cuda, or all present devices")
       ->check(CLI::IsMember({"cpu", "cuda", "all"}))
       ->capture_default_str();
@@ -70,6 +59,48 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of text lines");
+  bench_cmd
+      ->add_option("--processes", bench.processes,
+                   "Fresh processes that run the workloads one after the other, sharing the "
+                   "store, so that a later one's first calls show what the store saves; 1: "
+                   "this process runs them")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  // Hidden (empty group): how run_bench_processes starts each of its processes.
+  bench_cmd->add_flag("--one-process", bench.one_process)->group("");
+  bench_cmd->add_option("--report-fd", bench.report_fd)->group("");
+
+  kiln::cli::TuneOptions tune;
+  CLI::App* tune_cmd = app.add_subcommand(
+      "tune", "Fill the store with tuned matmul choices ahead of time, list it, or clear it");
+  CLI::Option* matmul_opt =
+      tune_cmd->add_option("--matmul", tune.matmul,
+                           "Problems to tune, MxNxK[,MxNxK...]: one matmul of each on random "
+                           "operands, its choice written to the store");
+  tune_cmd->add_option("--precision", tune.precision, "float32 matmul precision (high: TF32)")
+      ->check(CLI::IsMember({"highest", "high"}))
+      ->needs(matmul_opt)
+      ->capture_default_str();
+  tune_cmd->add_option("--device", tune.device, "cuda or cuda:N")
+      ->needs(matmul_opt)
+      ->capture_default_str();
+  tune_cmd->add_option("--batch", tune.batch, "B of out[B, M, N] = a[B, M, K] @ b[B, K, N]")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))
+      ->needs(matmul_opt)
+      ->capture_default_str();
+  tune_cmd
+      ->add_option("--layout", tune.layout,
+                   "a's and b's layout: N as stored, T a transposed view of a stored transpose")
+      ->check(CLI::IsMember({"NN", "NT", "TN", "TT"}))
+      ->needs(matmul_opt)
+      ->capture_default_str();
+  CLI::Option* list_opt = tune_cmd->add_flag(
+      "--list", tune.list, "Print the store's rows by identity (stale ones marked) and its path");
+  CLI::Option* clear_opt = tune_cmd->add_flag("--clear", tune.clear, "Remove the store's rows");
+  tune_cmd->add_option("--table", tune.table, "--list / --clear: only this table")
+      ->check(CLI::IsMember({"tune", "kernels"}));
+  list_opt->excludes(clear_opt)->excludes(matmul_opt);
+  clear_opt->excludes(matmul_opt);
 
   CLI::App* info_cmd =
       app.add_subcommand("info", "Print kiln's version, the devices and the features");
@@ -77,7 +108,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (*bench_cmd) kiln::cli::run_bench(bench);
+    if (*bench_cmd) {
+      if (bench.one_process || bench.processes == 1) {
+        kiln::cli::run_bench(bench);
+      } else {
+        return kiln::cli::run_bench_processes(bench);
+      }
+    }
+    if (*tune_cmd) kiln::cli::run_tune(tune);
     if (*info_cmd) run_info();
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "kiln: {}\n", e.what());

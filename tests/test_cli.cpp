@@ -1,0 +1,445 @@
+// The `kiln` command as a user runs it: the built binary (KILN_CLI), each run on a fresh store
+// directory (KILN_CACHE_DIR), its exit status, stdout and stderr. Rows are written through the
+// store API; the GPU half of `kiln tune --matmul` runs where a CUDA device is present.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.hpp"
+#if KILN_WITH_PERSISTENCE
+#include "store/store.hpp"
+#endif
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kiln-cli-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Outcome {
+  int status = -1;  // the exit status; -1 when killed by a signal
+  std::string out, err;
+  std::string args;  // for failure messages
+};
+
+std::ostream& operator<<(std::ostream& os, const Outcome& r) {
+  return os << "kiln " << r.args << " -> status " << r.status << "\n--- stdout:\n"
+            << r.out << "--- stderr:\n"
+            << r.err;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool live(const char* feature) {
+  for (const kiln::FeatureState& f : kiln::features())
+    if (f.name == feature) return f.live;
+  return false;
+}
+
+bool cuda_present() {
+  for (const kiln::DeviceInfo& d : kiln::devices())
+    if (d.present && d.name.rfind("cuda:", 0) == 0) return true;
+  return false;
+}
+
+std::size_t occurrences(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  TempDir tmp_;
+  fs::path store_dir() const { return tmp_.path() / "store"; }
+#if KILN_WITH_PERSISTENCE
+  kiln::store::Options store_options() const {
+    kiln::store::Options o;
+    o.dir = store_dir();
+    return o;
+  }
+#endif
+
+  // Runs the kiln binary with `args`, the store at store_dir() and kiln's switches unset
+  // (`env` adds "NAME=VALUE" entries, KILN_CACHE_DIR among them); stdout and stderr go to files, so
+  // nothing can block.
+  Outcome kiln(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> envs;
+    for (char** e = environ; *e; ++e) {
+      const std::string s(*e);
+      if (s.rfind("KILN_", 0) == 0 && s.rfind("KILN_TEST_", 0) != 0) continue;
+      envs.push_back(s);
+    }
+    bool own_dir = false;
+    for (const auto& e : env) own_dir |= e.rfind("KILN_CACHE_DIR=", 0) == 0;
+    if (!own_dir) envs.push_back("KILN_CACHE_DIR=" + store_dir().string());
+    envs.insert(envs.end(), env.begin(), env.end());
+    std::vector<std::string> argv_s{KILN_CLI};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv, envp;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    for (auto& s : envs) envp.push_back(s.data());
+    envp.push_back(nullptr);
+
+    const std::string out = (tmp_.path() / "stdout").string();
+    const std::string err = (tmp_.path() / "stderr").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) throw std::runtime_error("waitpid failed");
+    }
+    Outcome r;
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    for (const auto& a : args) r.args += (r.args.empty() ? "" : " ") + a;
+    return r;
+  }
+};
+
+bool has(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// The line of `text` that contains `what`, or "".
+std::string line_with(const std::string& text, const std::string& what) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (has(line, what)) return line;
+  return "";
+}
+
+#if KILN_WITH_PERSISTENCE
+using kiln::store::Identity;
+using kiln::store::Store;
+using kiln::store::Table;
+
+Identity test_identity(const std::string& device, const std::string& kiln_version) {
+  Identity id{device, "9.0", "13.0", "13.0", "13.1.0", "13.0", kiln_version};
+  return id;
+}
+
+TEST_F(CliTest, TuneListOnAnEmptyStore) {
+  const Outcome r = kiln({"tune", "--list"});
+  ASSERT_EQ(r.status, 0) << r;
+  EXPECT_TRUE(has(r.out, "store: " + (store_dir() / "kiln.db").string() + " (persistent)")) << r;
+  EXPECT_TRUE(has(r.out, "no entries")) << r;
+}
+
+TEST_F(CliTest, TuneListShowsRowsByIdentityAndMarksStaleOnes) {
+  const Identity current = test_identity("Test GPU", kiln::version());
+  const Identity old = test_identity("Test GPU", "0.0.0-old");
+  const std::string source = "extern \"C\" __global__ void test_kernel(float* x) { x[0] = 1; }";
+  {
+    Store st(store_options());
+    st.put_tune(current, "matmul f32 highest NN b1 m1024 n1024 k1024",
+                {"v1", "test algo 7", "f32 [1, 1000, 1024] x [1, 1024, 1024] NN highest", 54.6e-6});
+    st.put_kernel(current, {source, "sm_90", "-O3"}, std::vector<char>(1000, 'x'), "test_kernel");
+    st.put_tune(old, "matmul f32 high TN b2 m64 n64 k64",
+                {"v2", "old algo 3", "f32 [2, 64, 64] x [2, 64, 64] TN high", 2.5e-3});
+  }
+  const Outcome r = kiln({"tune", "--list"});
+  ASSERT_EQ(r.status, 0) << r;
+  const std::string stale = line_with(r.out, old.describe());
+  EXPECT_TRUE(has(stale, ": stale: another device or version")) << r;
+  const std::string cur = line_with(r.out, current.describe() + ":");
+  ASSERT_FALSE(cur.empty()) << r;
+  // Without a CUDA device kiln cannot tell whether "Test GPU" is this machine's device; with
+  // one, it is not (a test identity), so the row is another device's.
+  EXPECT_TRUE(has(cur, cuda_present() ? "stale: another device or version"
+                                      : "not compared: no CUDA device present"))
+      << r;
+  for (const char* cell :
+       {"matmul f32 highest NN b1 m1024 n1024 k1024", "test algo 7",
+        "f32 [1, 1000, 1024] x [1, 1024, 1024] NN highest", "54.60us",
+        "matmul f32 high TN b2 m64 n64 k64", "old algo 3", "2.50ms", "test_kernel", "1000 B",
+        " sm_90 -O3", "tune rows (1):", "kernels (1):"}) {
+    EXPECT_TRUE(has(r.out, cell)) << cell << "\n" << r;
+  }
+  // The rows sit under their identity: the old one's after its own header.
+  EXPECT_GT(r.out.find("old algo 3"), r.out.find(old.describe())) << r;
+
+  const Outcome k = kiln({"tune", "--list", "--table", "kernels"});
+  ASSERT_EQ(k.status, 0) << k;
+  EXPECT_TRUE(has(k.out, "test_kernel")) << k;
+  EXPECT_FALSE(has(k.out, "test algo 7")) << k;
+  EXPECT_FALSE(has(k.out, old.describe())) << k;  // it has no kernel rows
+}
+
+TEST_F(CliTest, TuneClearRemovesOneTableThenEverything) {
+  const Identity id = test_identity("Test GPU", kiln::version());
+  const Identity old = test_identity("Other GPU", "0.0.0-old");
+  {
+    Store st(store_options());
+    st.put_tune(id, "key a", {"v", "algo a", "shape a", 1e-3});
+    st.put_tune(old, "key b", {"v", "algo b", "shape b", 1e-3});
+    st.put_kernel(id, {"source", "sm_90", ""}, std::vector<char>(2048, 'y'), "k");
+  }
+  const Outcome k = kiln({"tune", "--clear", "--table", "kernels"});
+  ASSERT_EQ(k.status, 0) << k;
+  EXPECT_TRUE(has(k.out, "removed 1 kernels (2.0 KiB) from " + (store_dir() / "kiln.db").string()))
+      << k;
+  {
+    Store st(store_options());
+    EXPECT_EQ(st.list(Table::kernels).size(), 0u);
+    EXPECT_EQ(st.list(Table::tune).size(), 2u);
+  }
+  const Outcome all = kiln({"tune", "--clear"});
+  ASSERT_EQ(all.status, 0) << all;
+  EXPECT_TRUE(has(all.out, "removed 2 tune rows")) << all;
+  EXPECT_TRUE(has(all.out, "and 0 kernels")) << all;
+  {
+    Store st(store_options());
+    EXPECT_EQ(st.list(Table::tune).size(), 0u);
+  }
+  const Outcome l = kiln({"tune", "--list"});
+  ASSERT_EQ(l.status, 0) << l;
+  EXPECT_TRUE(has(l.out, "no entries")) << l;
+}
+
+TEST_F(CliTest, TuneListWorksWithPersistenceSwitchedOffAndSaysSo) {
+  {
+    Store st(store_options());
+    st.put_tune(test_identity("Test GPU", kiln::version()), "key a", {"v", "algo a", "s", 1e-3});
+  }
+  const Outcome r = kiln({"tune", "--list"}, {"KILN_PERSISTENCE=0"});
+  ASSERT_EQ(r.status, 0) << r;
+  EXPECT_TRUE(has(r.out, "algo a")) << r;
+  EXPECT_TRUE(has(r.out,
+                  "persistence is off for kiln processes now (KILN_PERSISTENCE=0 in the "
+                  "environment)"))
+      << r;
+}
+
+TEST_F(CliTest, TuneClearFailsOnAStoreThatCannotBeUsed) {
+  std::ofstream(tmp_.path() / "file") << "not a directory";
+  const Outcome r =
+      kiln({"tune", "--clear"}, {"KILN_CACHE_DIR=" + (tmp_.path() / "file" / "sub").string()});
+  EXPECT_EQ(r.status, 2) << r;
+  EXPECT_TRUE(has(r.err, "kiln: tune --clear: the store at")) << r;
+  EXPECT_TRUE(has(r.err, "nothing removed")) << r;
+}
+#else
+TEST_F(CliTest, TuneSaysPersistenceIsCompiledOut) {
+  for (const char* action : {"--list", "--clear"}) {
+    const Outcome r = kiln({"tune", action});
+    EXPECT_EQ(r.status, 2) << r;
+    EXPECT_TRUE(has(r.err, std::string("kiln: tune ") + action +
+                               ": persistence is compiled out (built with "
+                               "-DKILN_PERSISTENCE=OFF)"))
+        << r;
+  }
+}
+#endif
+
+TEST_F(CliTest, TuneRejectsBadArgumentsWithAMessage) {
+  struct Case {
+    std::vector<std::string> args;
+    int status;  // 0: any non-zero (CLI11's codes)
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"tune", "--matmul", "1024x1024"}, 2, "'1024x1024' is not MxNxK"},
+      {{"tune", "--matmul", "0x4x4"}, 2, "'0x4x4' has an extent below 1"},
+      {{"tune", "--matmul", "4x4x4,,8x8x8"}, 2, "'' is not MxNxK"},
+      {{"tune", "--matmul", "4x4x4x"}, 2, "'4x4x4x' is not MxNxK"},
+      {{"tune", "--matmul", "4x-4x4"}, 2, "'4x-4x4' has an extent below 1"},
+      {{"tune", "--matmul", "4x 4x4"}, 2, "'4x 4x4' is not MxNxK"},
+      {{"tune", "--matmul", "99999999999999999999x1x1"}, 2, "has an extent out of range"},
+      {{"tune"}, 2, "give exactly one of --matmul MxNxK[,...], --list, --clear (0 given)"},
+      {{"tune", "--table", "tune"}, 2, "give exactly one of"},
+      {{"tune", "--list", "--clear"}, 0, "--list excludes --clear"},
+      {{"tune", "--matmul", "4x4x4", "--list"}, 0, "excludes"},
+      {{"tune", "--list", "--table", "cubins"}, 0, "cubins not in"},
+      {{"tune", "--matmul", "4x4x4", "--layout", "NX"}, 0, "NX not in"},
+      {{"tune", "--matmul", "4x4x4", "--precision", "low"}, 0, "low not in"},
+      {{"tune", "--matmul", "4x4x4", "--batch", "0"}, 0, "--batch"},
+      {{"tune", "--precision", "high"}, 0, "requires --matmul"},
+      {{"bench", "--processes", "0"}, 0, "--processes"},
+  };
+  for (const Case& c : cases) {
+    const Outcome r = kiln(c.args);
+    if (c.status == 0) {
+      EXPECT_NE(r.status, 0) << r;
+    } else {
+      EXPECT_EQ(r.status, c.status) << r;
+    }
+    EXPECT_TRUE(has(r.err, c.message)) << "expected: " << c.message << "\n" << r;
+  }
+  if (live("autotune") && live("persistence")) {
+    const Outcome r = kiln({"tune", "--matmul", "4x4x4", "--device", "cpu"});
+    EXPECT_EQ(r.status, 2) << r;
+    EXPECT_TRUE(has(r.err, "tune --device 'cpu': expected cuda or cuda:N")) << r;
+  }
+}
+
+TEST_F(CliTest, TuneMatmulSaysWhyItCannotTune) {
+  const bool compiled = KILN_WITH_AUTOTUNE && KILN_WITH_PERSISTENCE;
+  {
+    const Outcome r = kiln({"tune", "--matmul", "64x64x64"}, {"KILN_AUTOTUNE=0"});
+    EXPECT_EQ(r.status, 2) << r;
+    EXPECT_TRUE(
+        has(r.err, KILN_WITH_AUTOTUNE
+                       ? "tune --matmul: autotune is off (KILN_AUTOTUNE=0 in the environment)"
+                       : "tune --matmul: autotune is off (built with -DKILN_AUTOTUNE=OFF)"))
+        << r;
+  }
+  if (compiled) {
+    const Outcome r = kiln({"tune", "--matmul", "64x64x64"}, {"KILN_PERSISTENCE=0"});
+    EXPECT_EQ(r.status, 2) << r;
+    EXPECT_TRUE(has(r.err,
+                    "tune --matmul: persistence is off (KILN_PERSISTENCE=0 in the "
+                    "environment): the choices would not outlive kiln tune"))
+        << r;
+  }
+  if (compiled && !cuda_present()) {
+    const Outcome r = kiln({"tune", "--matmul", "64x64x64"});
+    EXPECT_EQ(r.status, 2) << r;
+    EXPECT_TRUE(has(r.err, "kiln: tune --matmul on cuda:0: no CUDA device: ")) << r;
+    const Outcome r1 = kiln({"tune", "--matmul", "64x64x64", "--device", "cuda:1"});
+    EXPECT_EQ(r1.status, 2) << r1;
+    EXPECT_TRUE(has(r1.err, "kiln: tune --matmul on cuda:1: no CUDA device: ")) << r1;
+  }
+}
+
+#if KILN_WITH_AUTOTUNE && KILN_WITH_PERSISTENCE
+// On a GPU: the first problem is tuned and stored, the second (same bucket) and a second run
+// find it in the store, and --list shows it as the device's own.
+TEST_F(CliTest, TuneMatmulFillsTheStoreOnTheGpu) {
+  if (!cuda_present()) GTEST_SKIP() << "no CUDA device";
+  const std::string key = "matmul f32 high NT b1 m256 n256 k256";
+  const Outcome r = kiln(
+      {"tune", "--matmul", "256x256x256,200x250x256", "--precision", "high", "--layout", "NT"});
+  ASSERT_EQ(r.status, 0) << r;
+  EXPECT_TRUE(has(line_with(r.out, key + ": "), ": tuned now (the call took ")) << r;
+  EXPECT_TRUE(has(r.out, "(timed on f32 [1, 256, 256] x [1, 256, 256] NT high)")) << r;
+  EXPECT_EQ(occurrences(r.out, key + ": already in the store: "), 1u) << r;
+
+  const Outcome again = kiln({"tune", "--matmul", "256x256x256"});  // highest: another key
+  ASSERT_EQ(again.status, 0) << again;
+  EXPECT_TRUE(has(again.out, "matmul f32 highest NN b1 m256 n256 k256: tuned now")) << again;
+  const Outcome third =
+      kiln({"tune", "--matmul", "256x256x256", "--precision", "high", "--layout", "NT"});
+  ASSERT_EQ(third.status, 0) << third;
+  EXPECT_TRUE(has(third.out, key + ": already in the store: ")) << third;
+
+  const Outcome l = kiln({"tune", "--list", "--table", "tune"});
+  ASSERT_EQ(l.status, 0) << l;
+  EXPECT_TRUE(has(l.out, ": current (cuda:0)")) << l;
+  EXPECT_TRUE(has(l.out, key)) << l;
+  EXPECT_TRUE(has(l.out, "tune rows (2):")) << l;
+}
+#endif
+
+TEST_F(CliTest, BenchRunsTwoProcessesAndSummarisesTheirFirstCalls) {
+  const Outcome r = kiln({"bench", "--device", "cpu", "--runs", "2"});
+  ASSERT_EQ(r.status, 0) << r;
+  const std::string p1 = line_with(r.out, "process 1 of 2 (store: ");
+  const std::string p2 = line_with(r.out, "process 2 of 2 (store: ");
+  if (live("persistence")) {
+    EXPECT_EQ(
+        p1, "process 1 of 2 (store: " + (store_dir() / "kiln.db").string() + ", 0 entries before)")
+        << r;
+    EXPECT_TRUE(has(p2, "entries before)")) << r;
+  } else {
+    EXPECT_TRUE(has(p1, "(store: off, built with -DKILN_PERSISTENCE=OFF)")) << r;
+    EXPECT_TRUE(has(r.out, "every process compiled and tuned again")) << r;
+  }
+  EXPECT_LT(r.out.find(p1), r.out.find(p2)) << r;
+  EXPECT_EQ(occurrences(r.out, "name = "), 2u) << r;
+  EXPECT_EQ(occurrences(r.out, "chain8 2048x2048 f32: first "), 2u) << r;
+  EXPECT_EQ(occurrences(r.out, "matmul 1024x1024 f32: first "), 2u) << r;
+  EXPECT_TRUE(has(r.out, "first call, process 1 to 2:")) << r;
+  for (const char* w : {"  cpu chain8 2048x2048 f32: ", "  cpu matmul 1024x1024 f32: "}) {
+    EXPECT_TRUE(has(line_with(r.out, w), " -> ")) << w << "\n" << r;
+  }
+}
+
+TEST_F(CliTest, BenchJsonIsOneObjectHoldingEachProcesssObject) {
+  const Outcome r = kiln({"bench", "--device", "cpu", "--runs", "1", "--json"});
+  ASSERT_EQ(r.status, 0) << r;
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.front(), '{') << r;
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << r;
+  EXPECT_EQ(occurrences(r.out, "\n"), 1u) << r;
+  EXPECT_EQ(occurrences(r.out, "\"report\": {\"kiln_version\""), 2u) << r;
+  EXPECT_TRUE(has(r.out, "{\"process\": 1, \"store_entries_before\": ")) << r;
+  EXPECT_TRUE(has(r.out, "{\"process\": 2, \"store_entries_before\": ")) << r;
+  // Braces and brackets balance outside strings, closing only at the end.
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i + 1 < r.out.size(); ++i) {
+    const char c = r.out[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    ASSERT_TRUE(depth > 0 || i + 2 == r.out.size()) << "closed at " << i << "\n" << r;
+  }
+  EXPECT_EQ(depth, 0) << r;
+}
+
+TEST_F(CliTest, BenchInOneProcessPrintsNoHeaders) {
+  const Outcome r = kiln({"bench", "--device", "cpu", "--runs", "1", "--processes", "1"});
+  ASSERT_EQ(r.status, 0) << r;
+  EXPECT_FALSE(has(r.out, "process 1 of")) << r;
+  EXPECT_FALSE(has(r.out, "first call, process")) << r;
+  EXPECT_EQ(occurrences(r.out, "name = "), 1u) << r;
+}
+
+TEST_F(CliTest, BenchPassesOnAFailingProcesssStatus) {
+  if (cuda_present()) GTEST_SKIP() << "needs a machine without a CUDA device";
+  const Outcome r = kiln({"bench", "--device", "cuda", "--runs", "1"});
+  EXPECT_EQ(r.status, 2) << r;
+  EXPECT_TRUE(has(r.err, "kiln: bench --device cuda: cuda is absent: ")) << r;
+  EXPECT_TRUE(has(r.err, "kiln: bench: process 1 of 2 exited with status 2")) << r;
+  EXPECT_FALSE(has(r.out, "process 2 of 2")) << r;
+}
+
+}  // namespace

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 
 #include "cuda/context.hpp"
 #include "dispatch/backend.hpp"
@@ -26,6 +28,14 @@ bool reduce_prologue(Context& ctx, detail::ReduceOp op, const detail::Prologue& 
 
 // matmul.cpp: cuBLASLt, under kiln::float32_matmul_precision().
 void matmul(Context& ctx, const TensorImpl& a, const TensorImpl& b, const TensorImpl& out);
+#if KILN_WITH_AUTOTUNE
+// For the tests: runs every candidate the tuner would time for out = a @ b (the heuristic's
+// algorithms, kiln's own kernels where they take the problem), each writing out, and calls
+// after_run(candidate name) once it has finished.
+void for_each_matmul_candidate(Context& ctx, const TensorImpl& a, const TensorImpl& b,
+                               const TensorImpl& out,
+                               const std::function<void(const std::string&)>& after_run);
+#endif
 
 // random.cpp: the Philox stream of src/core/philox.hpp, bit for bit.
 void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,

@@ -250,6 +250,27 @@ TEST(Tuner, AnswersFromMemoryThenFromTheRecords) {
   }
 }
 
+TEST(Tuner, KnownAnswersWithoutTiming) {
+  FakeOp op({{5e-5}, {3e-5}});
+  FakeRecords records;
+  FakeBench bench(op);
+  Request bare = request(op, bench, &records);
+  bare.candidates.clear();  // known() needs neither candidates nor a bench
+  bare.bench = nullptr;
+  Tuner tuner;
+  EXPECT_FALSE(tuner.known(bare));
+  records.rows[bare.key] = {"value of c1", "c1", 3e-5};
+  const auto c = tuner.known(bare);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->source, Choice::Source::store);
+  EXPECT_EQ(c->value, "value of c1");
+  EXPECT_EQ(tuner.known(bare)->source, Choice::Source::memory);
+  tuner.forget(bare.lane, bare.key);
+  EXPECT_FALSE(tuner.known(bare));  // forgotten: only timing answers now
+  EXPECT_EQ(tuner.choose(request(op, bench, &records)).source, Choice::Source::tuned);
+  EXPECT_EQ(bench.calls, 2 * (1 + Policy{}.max_samples));
+}
+
 TEST(Tuner, TunesOneKeyAtATimePerLane) {
   FakeOp op({{5e-5}, {4e-5}, {3e-5}});
   FakeBench bench(op);

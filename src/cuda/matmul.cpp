@@ -172,11 +172,9 @@ void make_layout(Layout& l, const Operand& o, std::int64_t batch) {
                                                    &o.batch_stride, sizeof(o.batch_stride)));
 }
 
-// Descriptors for a problem, and the heuristic's algorithms for them, best first (at most
-// `count`; at least one, else DeviceError).
-std::vector<cublasLtMatmulAlgo_t> make_plan(Plan& p, cublasLtHandle_t handle, const Key& key,
-                                            const Operand& a, const Operand& b, const Operand& d,
-                                            int count) {
+// The descriptors of a problem.
+void make_descriptors(Plan& p, const Key& key, const Operand& a, const Operand& b,
+                      const Operand& d) {
   const cublasComputeType_t compute =
       key.precision == Precision::high ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   KILN_CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc.h, compute, CUDA_R_32F));
@@ -187,7 +185,12 @@ std::vector<cublasLtMatmulAlgo_t> make_plan(Plan& p, cublasLtHandle_t handle, co
   make_layout(p.a, b, key.batch);
   make_layout(p.b, a, key.batch);
   make_layout(p.d, d, key.batch);
+}
 
+// The heuristic's algorithms for a plan's descriptors, best first (at most `count`; at least
+// one, else DeviceError).
+std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t handle, const Key& key,
+                                            const Operand& a, const Operand& b, int count) {
   Preference pref;
   KILN_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref.h));
   KILN_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -264,13 +267,10 @@ std::vector<tune::Candidate> candidates(Context& ctx, const DeviceState& dev, co
   return list;
 }
 
-// The tuner's choice for the plan's problem among `algos` (the heuristic's, best first) and
-// kiln's own kernels, made into the plan; the output is written by the candidates while they
-// are timed (the caller then runs the choice).
-void choose_tuned(Context& ctx, const DeviceState& dev, Plan& plan, const Key& key,
-                  const std::vector<cublasLtMatmulAlgo_t>& algos, const TensorImpl& a_in,
-                  const TensorImpl& b_in, const Operand& a, const Operand& b,
-                  const TensorImpl& out) {
+// The tune request of a problem, without candidates or bench; with the store's records when
+// persistence is live (kept in `records`).
+tune::Request tune_request(Context& ctx, const Key& key, const Operand& a, const Operand& b,
+                           std::optional<tune::StoreRecords>& records) {
   const tune::MatmulProblem problem{"f32",
                                     key.precision == Precision::high ? "high" : "highest",
                                     a.op == CUBLAS_OP_T ? 'T' : 'N',
@@ -279,18 +279,45 @@ void choose_tuned(Context& ctx, const DeviceState& dev, Plan& plan, const Key& k
                                     key.m,
                                     key.n,
                                     key.k};
-  MatmulBench bench(ctx, a_in, b_in, out, key.precision);
   tune::Request r;
   r.lane = ctx.device.str();
   r.key = tune::matmul_key(problem);
   r.shape = tune::matmul_shape(problem);
-  r.bench = &bench;
-  r.candidates = candidates(ctx, dev, plan, algos, a_in, b_in, a, b, out);
 #if KILN_WITH_PERSISTENCE
-  std::optional<tune::StoreRecords> records;
   if (store::Store* s = store::process_store()) records.emplace(*s, store_identity(ctx));
   if (records) r.records = &*records;
+#else
+  (void)records;
 #endif
+  return r;
+}
+
+// A choice already known (in memory or in the store) that runs this exact problem, made into
+// the plan without asking the heuristic (whose first query in a process is slow); false when
+// there is none.
+bool apply_known(Context& ctx, const DeviceState& dev, Plan& plan, const Key& key, const Operand& a,
+                 const Operand& b) {
+  std::optional<tune::StoreRecords> records;
+  const auto c = tune::process_tuner().known(tune_request(ctx, key, a, b, records));
+  if (!c) return false;
+  const auto algo = algo_from_value(c->value);
+  if (!algo || !algo_applies(dev, plan, *algo)) return false;
+  plan.algo = *algo;
+  return true;
+}
+
+// The tuner's choice for the plan's problem among `algos` (the heuristic's, best first) and
+// kiln's own kernels, made into the plan; the output is written by the candidates while they
+// are timed (the caller then runs the choice).
+void choose_tuned(Context& ctx, const DeviceState& dev, Plan& plan, const Key& key,
+                  const std::vector<cublasLtMatmulAlgo_t>& algos, const TensorImpl& a_in,
+                  const TensorImpl& b_in, const Operand& a, const Operand& b,
+                  const TensorImpl& out) {
+  MatmulBench bench(ctx, a_in, b_in, out, key.precision);
+  std::optional<tune::StoreRecords> records;
+  tune::Request r = tune_request(ctx, key, a, b, records);
+  r.bench = &bench;
+  r.candidates = candidates(ctx, dev, plan, algos, a_in, b_in, a, b, out);
   tune::Tuner& tuner = tune::process_tuner();
   const tune::Choice c = tuner.choose(r);
   plan.algo = algos.front();
@@ -385,12 +412,19 @@ void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const 
     auto it = c.plans.find(p.key);
     if (it == c.plans.end()) {
       auto made = std::make_unique<Plan>();
-      const std::vector<cublasLtMatmulAlgo_t> algos =
-          make_plan(*made, s.handle, p.key, p.a, p.b, p.d, p.key.tuned ? kTunedAlgorithms : 1);
-      made->algo = algos.front();
+      make_descriptors(*made, p.key, p.a, p.b, p.d);
+      bool done = false;
 #if KILN_WITH_AUTOTUNE
-      if (p.key.tuned) choose_tuned(ctx, s, *made, p.key, algos, a_in, b_in, p.a, p.b, out);
+      done = p.key.tuned && apply_known(ctx, s, *made, p.key, p.a, p.b);
 #endif
+      if (!done) {
+        const std::vector<cublasLtMatmulAlgo_t> algos =
+            heuristic(*made, s.handle, p.key, p.a, p.b, p.key.tuned ? kTunedAlgorithms : 1);
+        made->algo = algos.front();
+#if KILN_WITH_AUTOTUNE
+        if (p.key.tuned) choose_tuned(ctx, s, *made, p.key, algos, a_in, b_in, p.a, p.b, out);
+#endif
+      }
       it = c.plans.emplace(p.key, std::move(made)).first;
     }
     plan = it->second.get();
@@ -412,8 +446,9 @@ void for_each_matmul_candidate(Context& ctx, const TensorImpl& a_in, const Tenso
   std::lock_guard lock(c.mu);
   const DeviceState& s = device_state(ctx, c);
   Plan plan;
+  make_descriptors(plan, p.key, p.a, p.b, p.d);
   const std::vector<cublasLtMatmulAlgo_t> algos =
-      make_plan(plan, s.handle, p.key, p.a, p.b, p.d, kTunedAlgorithms);
+      heuristic(plan, s.handle, p.key, p.a, p.b, kTunedAlgorithms);
   for (const tune::Candidate& cand : candidates(ctx, s, plan, algos, a_in, b_in, p.a, p.b, out)) {
     try {
       cand.run();

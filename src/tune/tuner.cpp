@@ -90,6 +90,7 @@ struct Tuner::Impl {
     memory[id] = c;
   }
 
+  std::optional<Choice> known(const std::string& id, const Request& r);
   Choice tune(const Request& r);
 };
 
@@ -156,28 +157,38 @@ Choice Tuner::Impl::tune(const Request& r) {
 Tuner::Tuner(Policy policy) : impl_(std::make_unique<Impl>()) { impl_->policy = policy; }
 Tuner::~Tuner() = default;
 
+std::optional<Choice> Tuner::Impl::known(const std::string& id, const Request& r) {
+  if (auto c = remembered(id)) return c;
+  {
+    std::lock_guard lock(mu);
+    if (forgotten.count(id)) return std::nullopt;
+  }
+  if (!r.records) return std::nullopt;
+  auto row = r.records->load(r.key);
+  if (!row) return std::nullopt;
+  Choice c;
+  c.value = row->value;
+  c.name = row->name;
+  c.seconds = row->seconds;
+  c.source = Choice::Source::store;
+  remember(id, c);
+  return c;
+}
+
+std::optional<Choice> Tuner::known(const Request& r) {
+  return impl_->known(r.lane + " " + r.key, r);
+}
+
 Choice Tuner::choose(const Request& r) {
   if (r.candidates.empty()) throw Error(fmt::format("tune {}: no candidates", r.key));
   if (!r.bench) throw Error(fmt::format("tune {}: no bench to time the candidates", r.key));
   const std::string id = r.lane + " " + r.key;
   if (auto c = impl_->remembered(id)) return *c;
-  std::lock_guard lane(impl_->lane(r.lane));      // one key at a time per GPU
-  if (auto c = impl_->remembered(id)) return *c;  // tuned by another thread meanwhile
-  bool forgotten = false;
+  std::lock_guard lane(impl_->lane(r.lane));    // one key at a time per GPU
+  if (auto c = impl_->known(id, r)) return *c;  // (tuned by another thread meanwhile, or stored)
   {
     std::lock_guard lock(impl_->mu);
-    forgotten = impl_->forgotten.erase(id) > 0;
-  }
-  if (r.records && !forgotten) {
-    if (auto row = r.records->load(r.key)) {
-      Choice c;
-      c.value = row->value;
-      c.name = row->name;
-      c.seconds = row->seconds;
-      c.source = Choice::Source::store;
-      impl_->remember(id, c);
-      return c;
-    }
+    impl_->forgotten.erase(id);
   }
   Choice c = impl_->tune(r);
   impl_->remember(id, c);

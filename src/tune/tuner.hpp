@@ -101,6 +101,9 @@ class Tuner {
   // The choice for request.key, from memory, the records or by timing the candidates. Throws
   // kiln::Error when no candidate runs and agrees.
   Choice choose(const Request& request);
+  // The choice for request.key if memory or the records have one (nothing is timed; the
+  // request's candidates and bench may be empty), else nothing.
+  std::optional<Choice> known(const Request& request);
   // Drops key's choice (one from the records that no longer applies to this problem, say): the
   // next choose() of it times the candidates again, without asking the records.
   void forget(const std::string& lane, const std::string& key);

@@ -129,6 +129,7 @@ void elementwise(Context& ctx, const ir::Program& program,
   const Dims& shape = outputs[0]->shape;
   const std::int64_t n = detail::numel(shape);
   if (n == 0) return;
+  ctx.make_current();  // (also the device a kernel compiled below is stored for)
   thread_local LaunchScratch s;
   s.ops.assign(inputs.begin(), inputs.end());
   s.ops.insert(s.ops.end(), outputs.begin(), outputs.end());
@@ -190,7 +191,6 @@ void elementwise(Context& ctx, const ir::Program& program,
   const std::int64_t work = layout.vectorized ? (n + 3) / 4 : n;
   const std::int64_t blocks = std::min<std::int64_t>((work + kThreads - 1) / kThreads,
                                                      std::int64_t{ctx.sm_count} * kBlocksPerSm);
-  ctx.make_current();
   launch(fn, static_cast<unsigned>(blocks), kThreads, s.args.data(), ctx.stream);
 }
 

@@ -13,6 +13,7 @@
 #include "cuda/context.hpp"
 #include "kiln/error.hpp"
 #if KILN_WITH_PERSISTENCE
+#include "cuda/store_identity.hpp"
 #include "store/store.hpp"
 #endif
 
@@ -62,12 +63,15 @@ std::string joined(const std::vector<std::string>& v) {
 }
 
 #if KILN_WITH_PERSISTENCE
-// A cubin runs on every device of its architecture, so its rows key on the compute capability
-// and the software that built it (NVRTC, driver, runtime, kiln), not on the device's name.
+// Kernel rows carry the identity of the device they were compiled for (the current one, whose
+// architecture `arch` is; every caller compiles for its context's device), as tune rows do.
 store::Identity kernel_identity(const std::string& arch) {
-  store::Identity id;
-  const std::string digits = arch.substr(arch.find('_') + 1);  // "sm_90" -> "90"
-  id.compute_capability = digits.substr(0, digits.size() - 1) + "." + digits.back();
+  int current = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&current));
+  const Context& ctx = context(current);
+  if (ctx.arch() == arch) return store_identity(ctx);
+  store::Identity id;  // (not reached by kiln's callers) the architecture and software alone
+  id.compute_capability = arch;
   id.driver = driver_version();
   id.cuda_runtime = runtime_version();
   id.nvrtc = nvrtc_version();

@@ -19,6 +19,7 @@
 
 #include "kiln/kiln.hpp"
 #if KILN_WITH_PERSISTENCE
+#include "sibling_program.hpp"
 #include "store/store.hpp"
 #endif
 
@@ -108,7 +109,7 @@ class CliTest : public ::testing::Test {
     for (const auto& e : env) own_dir |= e.rfind("KILN_CACHE_DIR=", 0) == 0;
     if (!own_dir) envs.push_back("KILN_CACHE_DIR=" + store_dir().string());
     envs.insert(envs.end(), env.begin(), env.end());
-    std::vector<std::string> argv_s{KILN_CLI};
+    std::vector<std::string> argv_s{kt::sibling_program(KILN_CLI)};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv, envp;
     for (auto& s : argv_s) argv.push_back(s.data());

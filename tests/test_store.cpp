@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kiln/config.hpp"
+#include "sibling_program.hpp"
 #include "store/location.hpp"
 #include "store/sqlite.hpp"
 #include "store/store.hpp"
@@ -158,7 +159,7 @@ Child spawn_worker(const std::vector<std::string>& args, const std::vector<std::
   }
   for (const auto& o : env)
     if (o.find('=') != std::string::npos) envs.push_back(o);
-  std::vector<std::string> argv_s{KILN_STORE_WORKER};
+  std::vector<std::string> argv_s{kt::sibling_program(KILN_STORE_WORKER)};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv, envp;
   for (auto& s : argv_s) argv.push_back(s.data());

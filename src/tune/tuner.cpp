@@ -41,15 +41,23 @@ class Progress {
     if (shown_) std::fputc('\n', stderr);
   }
 
-  void update(std::size_t done, const Trial* best) {
-    const std::string line =
-        fmt::format("tuning {} ({}): candidate {} of {}, best so far {}", request_.key,
-                    request_.shape, done, request_.candidates.size(),
-                    best ? fmt::format("{} {}", best->name, format_seconds(best->median)) : "none");
+  // After candidate `done` (1-based), whose trial is `last`.
+  void update(std::size_t done, const Trial& last, const Trial* best) {
+    const std::string best_text =
+        best ? fmt::format("{} {}", best->name, format_seconds(best->median)) : "none";
     if (log_) {
-      detail::log_line("tune", line);
+      const std::string result =
+          last.status == Trial::Status::timed
+              ? fmt::format("{} (median of {})", format_seconds(last.median), last.samples)
+              : fmt::format("{}: {}", last.status == Trial::Status::failed ? "failed" : "disagreed",
+                            last.why);
+      detail::log_line(
+          "tune", fmt::format("{}: candidate {} of {}, {}: {}; best so far {}", request_.key, done,
+                              request_.candidates.size(), last.name, result, best_text));
     } else if (tty_ && Clock::now() - start_ > std::chrono::milliseconds(500)) {
-      std::fprintf(stderr, "\r\033[Kkiln: %s", line.c_str());
+      std::fprintf(stderr, "\r\033[Kkiln: tuning %s (%s): candidate %zu of %zu, best so far %s",
+                   request_.key.c_str(), request_.shape.c_str(), done, request_.candidates.size(),
+                   best_text.c_str());
       std::fflush(stderr);
       shown_ = true;
     }
@@ -132,7 +140,7 @@ Choice Tuner::Impl::tune(const Request& r) {
     if (t.status == Trial::Status::timed && (best < 0 || t.median < trials[best].median))
       best = static_cast<int>(i);
     trials.push_back(std::move(t));
-    progress.update(i + 1, best >= 0 ? &trials[best] : nullptr);
+    progress.update(i + 1, trials.back(), best >= 0 ? &trials[best] : nullptr);
   }
   if (best < 0) {
     std::string whys;

@@ -24,10 +24,10 @@ trap 'rm -rf "$out"' EXIT
 
 for round in 1 2; do
   echo "--- round $round: kiln (fusion on)"
-  KILN_FUSION=1 "$root/build/release/bin/kiln" bench --device cpu --runs "$runs" |
+  KILN_FUSION=1 "$root/build/release/bin/kiln" bench --device cpu --processes 1 --runs "$runs" |
     tee "$out/fused.$round"
   echo "--- round $round: kiln KILN_FUSION=0"
-  KILN_FUSION=0 "$root/build/release/bin/kiln" bench --device cpu --runs "$runs" |
+  KILN_FUSION=0 "$root/build/release/bin/kiln" bench --device cpu --processes 1 --runs "$runs" |
     tee "$out/unfused.$round"
   echo "--- round $round: numpy"
   /usr/bin/python3 "$root/bench/numpy_compare.py" --runs "$runs" | tee "$out/numpy.$round"

@@ -21,6 +21,7 @@
 #if KILN_WITH_PERSISTENCE
 #include "sibling_program.hpp"
 #include "store/store.hpp"
+#include "temp_dir.hpp"
 #endif
 
 extern char** environ;
@@ -29,21 +30,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln-cli-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// Fresh directories for each test's store.
+struct TempDir : kt::TempDir {
+  TempDir() : kt::TempDir("kiln-cli") {}
 };
 
 struct Outcome {

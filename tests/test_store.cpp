@@ -30,6 +30,7 @@
 #include "store/location.hpp"
 #include "store/sqlite.hpp"
 #include "store/store.hpp"
+#include "temp_dir.hpp"
 
 extern char** environ;
 
@@ -59,22 +60,9 @@ Identity worker_identity() {
   return id;
 }
 
-// A fresh directory under the system's temporary directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln-store-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// Fresh directories for each test's store.
+struct TempDir : kt::TempDir {
+  TempDir() : kt::TempDir("kiln-store") {}
 };
 
 std::string joined(const std::vector<std::string>& v) {

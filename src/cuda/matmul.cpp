@@ -9,9 +9,10 @@
 // stride of 0 (STRIDED_BATCH_OFFSET defaults to 0 in cublasLt.h: every batch reads one matrix).
 //
 // Which algorithm: with autotune live (KILN_AUTOTUNE, src/tune/), the tuner's choice for the
-// problem's tune key among the heuristic's top algorithms (docs/autotune.md), restored from the
-// store when an earlier process tuned it and checked again with cublasLtMatmulAlgoCheck;
-// without autotune, the heuristic's first choice. Either way the choice is cached with the
+// problem's tune key among the heuristic's top algorithms and kiln's own kernels
+// (gemm_kernel.hpp; docs/autotune.md), restored from the store when an earlier process tuned it
+// (a cuBLASLt algorithm is checked again with cublasLtMatmulAlgoCheck, without a heuristic
+// query); without autotune, the heuristic's first choice. Either way the choice is cached with the
 // descriptors per exact problem, so a repeated problem is one map lookup and one cublasLtMatmul
 // call.
 #include <fmt/format.h>

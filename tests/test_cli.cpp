@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "kiln/kiln.hpp"
-#if KILN_WITH_PERSISTENCE
 #include "sibling_program.hpp"
-#include "store/store.hpp"
 #include "temp_dir.hpp"
+#if KILN_WITH_PERSISTENCE
+#include "store/store.hpp"
 #endif
 
 extern char** environ;
@@ -100,11 +100,7 @@ class CliTest : public ::testing::Test {
     envs.insert(envs.end(), env.begin(), env.end());
     std::vector<std::string> argv_s{kt::sibling_program(KILN_CLI)};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv, envp;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    for (auto& s : envs) envp.push_back(s.data());
-    envp.push_back(nullptr);
+    const std::vector<char*> argv = kt::null_terminated(argv_s), envp = kt::null_terminated(envs);
 
     const std::string out = (tmp_.path() / "stdout").string();
     const std::string err = (tmp_.path() / "stderr").string();

@@ -149,11 +149,7 @@ Child spawn_worker(const std::vector<std::string>& args, const std::vector<std::
     if (o.find('=') != std::string::npos) envs.push_back(o);
   std::vector<std::string> argv_s{kt::sibling_program(KILN_STORE_WORKER)};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv, envp;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  for (auto& s : envs) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  const std::vector<char*> argv = kt::null_terminated(argv_s), envp = kt::null_terminated(envs);
 
   int in[2] = {-1, -1}, out[2] = {-1, -1};
   if ((pipe_in && pipe2(in, O_CLOEXEC) != 0) || (pipe_out && pipe2(out, O_CLOEXEC) != 0))

@@ -2,11 +2,13 @@
 // directory (KILN_CACHE_DIR), its exit status, stdout and stderr. Rows are written through the
 // store API; the GPU half of `kiln tune --matmul` runs where a CUDA device is present.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +20,9 @@
 #include <vector>
 
 #include "kiln/kiln.hpp"
+#if KILN_WITH_SIMD
+#include "cpu/kernels.hpp"
+#endif
 #include "sibling_program.hpp"
 #include "temp_dir.hpp"
 #if KILN_WITH_PERSISTENCE
@@ -358,6 +363,125 @@ TEST_F(CliTest, TuneMatmulFillsTheStoreOnTheGpu) {
   EXPECT_TRUE(has(l.out, "tune rows (2):")) << l;
 }
 #endif
+
+// ---- kiln doctor ----
+
+constexpr bool kEveryFeatureCompiled = KILN_WITH_FUSION && KILN_WITH_AUTOTUNE &&
+                                       KILN_WITH_PERSISTENCE && KILN_WITH_THREADS && KILN_WITH_SIMD;
+constexpr bool kNoFeatureCompiled = !KILN_WITH_FUSION && !KILN_WITH_AUTOTUNE &&
+                                    !KILN_WITH_PERSISTENCE && !KILN_WITH_THREADS && !KILN_WITH_SIMD;
+
+TEST_F(CliTest, DoctorReportsDevicesFeaturesStoreCpuAndCuda) {
+  const Outcome r = kiln({"doctor"});
+  EXPECT_TRUE(r.status == 0 || r.status == 1) << r;
+  for (const kiln::DeviceInfo& d : kiln::devices())
+    EXPECT_TRUE(has(r.out, d.present ? d.backend_name : d.reason)) << d.name << "\n" << r;
+  for (const kiln::FeatureState& f : kiln::features())
+    EXPECT_TRUE(has(line_with(r.out, "  " + f.name + " "), f.why)) << f.name << "\n" << r;
+  EXPECT_TRUE(has(r.out, "blas          ")) << r;
+  EXPECT_TRUE(has(r.out, "blas threads  ")) << r;
+  EXPECT_TRUE(has(r.out, "simd target   ")) << r;
+  EXPECT_TRUE(has(r.out, "hardware threads (oneTBB)")) << r;
+  EXPECT_TRUE(has(r.out, KILN_WITH_CUDA ? "cublasLt  " : "cuda:\n  not built")) << r;
+  if (KILN_WITH_PERSISTENCE) {
+    EXPECT_TRUE(has(r.out, (store_dir() / "kiln.db").string() + " (writable")) << r;
+  } else {
+    EXPECT_TRUE(has(r.out, "not built (-DKILN_PERSISTENCE=OFF)")) << r;
+  }
+}
+
+// The acceptance test of issue 6: --strict passes on the release build, fails on the minimal one
+// (every performance feature compiled out), whose plain doctor still exits 0 because the minimal
+// preset acknowledges what it left out (KILN_QUIET_FEATURES).
+TEST_F(CliTest, DoctorStrictPassesWithEveryFeatureAndFailsWithout) {
+  const Outcome strict = kiln({"doctor", "--strict"});
+  const Outcome plain = kiln({"doctor"});
+  if (kEveryFeatureCompiled) {
+    EXPECT_EQ(strict.status, 0) << strict;
+    EXPECT_TRUE(has(strict.out, "none: every performance feature is live")) << strict;
+    EXPECT_TRUE(has(strict.out, "\nhealthy\n")) << strict;
+  }
+  if (kNoFeatureCompiled) {
+    EXPECT_EQ(strict.status, 1) << strict;
+    EXPECT_EQ(plain.status, KILN_QUIET_FEATURES ? 0 : 1) << plain;
+    const std::pair<const char*, const char*> options[] = {{"fusion", "KILN_FUSION"},
+                                                           {"autotune", "KILN_AUTOTUNE"},
+                                                           {"persistence", "KILN_PERSISTENCE"},
+                                                           {"threads", "KILN_THREADS"},
+                                                           {"simd", "KILN_SIMD"}};
+    for (const auto& [f, option] : options) {
+      EXPECT_TRUE(has(plain.out, fmt::format("{} is compiled out ({}=OFF)", f, option))) << plain;
+      EXPECT_TRUE(has(plain.out, fmt::format("rebuild kiln with -D{}=ON", option))) << plain;
+    }
+    EXPECT_TRUE(has(plain.out, "about 3x slower on chain8")) << plain;
+  }
+}
+
+TEST_F(CliTest, DoctorCountsARunTimeSwitchOnlyUnderStrict) {
+  if (!KILN_WITH_FUSION) GTEST_SKIP() << "fusion is compiled out";
+  const Outcome plain = kiln({"doctor"}, {"KILN_FUSION=0"});
+  const Outcome strict = kiln({"doctor", "--strict"}, {"KILN_FUSION=0"});
+  EXPECT_TRUE(
+      has(plain.out, "[off on purpose] fusion is switched off (KILN_FUSION=0 in the environment)"))
+      << plain;
+  EXPECT_TRUE(has(plain.out, "fix: unset KILN_FUSION")) << plain;
+  EXPECT_EQ(strict.status, 1) << strict;
+  if (kEveryFeatureCompiled) {
+    EXPECT_EQ(plain.status, 0) << plain;
+  }
+}
+
+TEST_F(CliTest, DoctorFindsAStoreThatCannotBeWritten) {
+  if (!KILN_WITH_PERSISTENCE) GTEST_SKIP() << "persistence is compiled out";
+  std::ofstream(tmp_.path() / "file") << "not a directory";
+  const std::string dir = (tmp_.path() / "file" / "sub").string();
+  const Outcome r = kiln({"doctor"}, {"KILN_CACHE_DIR=" + dir});
+  EXPECT_EQ(r.status, 1) << r;
+  EXPECT_TRUE(has(r.out, "[lost] the store at " + dir + " is not writable")) << r;
+  EXPECT_TRUE(has(r.out, "every process tunes its matmuls and compiles its kernels again")) << r;
+}
+
+TEST_F(CliTest, DoctorShowsASimdCap) {
+#if KILN_WITH_SIMD
+  const std::vector<std::string>& targets = kiln::cpu::simd_targets();
+  if (targets.size() < 2) GTEST_SKIP() << "this CPU has one SIMD target";
+  const std::string& lower = targets[1];
+  const Outcome r = kiln({"doctor"}, {"KILN_SIMD=" + lower});
+  EXPECT_TRUE(has(r.out, "cpu<" + lower + ">")) << r;
+  EXPECT_TRUE(has(r.out, fmt::format("Highway target {} on a CPU that has {}", lower, targets[0])))
+      << r;
+#else
+  GTEST_SKIP() << "SIMD is compiled out";
+#endif
+}
+
+TEST_F(CliTest, DoctorJsonIsOneObject) {
+  const Outcome r = kiln({"doctor", "--json"});
+  ASSERT_FALSE(r.out.empty()) << r;
+  EXPECT_EQ(r.out.front(), '{') << r;
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << r;
+  for (const char* key : {"\"devices\": [", "\"features\": [", "\"cpu\": {", "\"cuda\": {",
+                          "\"store\": {", "\"findings\": [", "\"healthy\": ", "\"exit_status\": "})
+    EXPECT_EQ(occurrences(r.out, key), 1u) << key << "\n" << r;
+  EXPECT_EQ(occurrences(r.out, "{"), occurrences(r.out, "}")) << r;
+}
+
+// Every run-time switch refuses a value it does not know, listing the valid ones.
+TEST_F(CliTest, UnknownSwitchValuesAreErrorsThatListTheValidOnes) {
+  for (const char* var : {"KILN_FUSION", "KILN_AUTOTUNE", "KILN_PERSISTENCE", "KILN_SIMD"}) {
+    const Outcome r = kiln({"doctor"}, {std::string(var) + "=maybe"});
+    EXPECT_EQ(r.status, 2) << r;
+    EXPECT_TRUE(has(r.err, std::string(var) + "=maybe: expected one of 0, 1, off, on")) << r;
+  }
+  const Outcome t = kiln({"doctor"}, {"KILN_THREADS=many"});
+  EXPECT_EQ(t.status, 2) << t;
+  EXPECT_TRUE(has(t.err, "KILN_THREADS=many: expected 0 (one thread) or a thread count")) << t;
+#if KILN_WITH_SIMD
+  const Outcome s = kiln({"doctor"}, {"KILN_SIMD=avx9"});
+  EXPECT_EQ(s.status, 2) << s;
+  EXPECT_TRUE(has(s.err, kiln::cpu::simd_targets().front())) << s;
+#endif
+}
 
 TEST_F(CliTest, BenchRunsTwoProcessesAndSummarisesTheirFirstCalls) {
   const Outcome r = kiln({"bench", "--device", "cpu", "--runs", "2"});

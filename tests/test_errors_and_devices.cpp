@@ -5,6 +5,9 @@
 #include <type_traits>
 
 #include "test_support.hpp"
+#if KILN_WITH_SIMD
+#include "cpu/kernels.hpp"
+#endif
 
 namespace {
 
@@ -185,6 +188,44 @@ TEST_P(ConfigTest, BadValuesAreRejected) {
   EXPECT_THROW(kiln::set_config({.simd = false, .threads = -2}), kiln::ValueError);
   EXPECT_EQ(kiln::config().threads, 3) << "a rejected config leaves the old one in force";
   EXPECT_EQ(kiln::config().simd, true);
+}
+
+// Config::simd_target (KILN_SIMD=avx2) caps dispatch at each target this CPU supports: the name
+// shows it, features() says why, results stay right; a target it lacks is refused by name.
+TEST_P(ConfigTest, SimdTargetCapsDispatch) {
+#if KILN_WITH_SIMD
+  auto v = kt::wide_floats(3000, rng());
+  const auto n = static_cast<std::int64_t>(v.size());
+  Ref r = Ref::of(v, {n});
+  const std::vector<std::string> targets = kiln::cpu::simd_targets();
+  ASSERT_FALSE(targets.empty());
+  for (const std::string& target : targets) {
+    SCOPED_TRACE(target);
+    kiln::Config c;
+    c.simd_target = target;
+    kiln::set_config(c);
+    EXPECT_NE(Device::cpu().backend_name().find("cpu<" + target + ">"), std::string::npos)
+        << Device::cpu().backend_name();
+    for (const auto& f : kiln::features()) {
+      if (f.name == "simd") {
+        EXPECT_EQ(f.why, "on, capped at " + target + " by kiln::set_config");
+      }
+    }
+    auto x = Tensor<1>::from_data(v, {n}, dev());
+    EXPECT_TRUE(kt::matches(x.sin(), r.map([](double a) { return std::sin(a); }), kt::kMath));
+    EXPECT_TRUE(kt::matches(x.exp(), r.map([](double a) { return std::exp(a); }), kt::kMath));
+  }
+  kiln::Config bad;
+  bad.simd_target = "avx9";
+  expect_message<kiln::ValueError>([&] { kiln::set_config(bad); }, {"avx9", targets[0].c_str()});
+  EXPECT_EQ(kiln::config().simd_target, targets.back()) << "a rejected target changes nothing";
+  kiln::set_config({});
+  EXPECT_NE(Device::cpu().backend_name().find("cpu<" + targets[0] + ">"), std::string::npos);
+#else
+  kiln::Config c;
+  c.simd_target = "avx2";
+  EXPECT_THROW(kiln::set_config(c), kiln::ValueError);
+#endif
 }
 
 // The same work with each switch of SIMD and threads: the results stay right.

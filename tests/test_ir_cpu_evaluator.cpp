@@ -147,6 +147,6 @@ TEST_P(CpuEvaluator, MismatchedCallThrows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, CpuEvaluator, ::testing::ValuesIn(tables()),
-                         [](const auto& info) { return std::string(info.param->target); });
+                         [](const auto& info) { return std::string(info.param->target()); });
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Run-time configuration and the state of every performance feature.
 //
 // Defaults come from the environment when kiln is first used: KILN_SIMD=0 runs scalar loops,
+// KILN_SIMD=avx2 (a Highway target this CPU supports, lower case) caps SIMD at that target,
 // KILN_THREADS=0 runs one CPU thread, KILN_THREADS=N caps the pool at N threads, KILN_FUSION=0
 // runs every op eagerly, KILN_PERSISTENCE=0 keeps tuned choices and compiled kernels in memory,
 // KILN_AUTOTUNE=0 gives matmul the cuBLASLt heuristic's first choice without timing anything.
@@ -21,6 +22,9 @@ struct Config {
   // Matmul autotune (if compiled in, docs/autotune.md); false: the cuBLASLt heuristic's first
   // choice, no timing, no tuning cost.
   bool autotune = true;
+  // With simd on: the best Highway target to use ("avx2", "sse4"; `kiln doctor` lists this CPU's),
+  // as if the CPU had nothing better; empty: the best this CPU supports.
+  std::string simd_target{};
 };
 
 // The configuration now in force.

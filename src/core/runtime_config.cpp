@@ -1,6 +1,7 @@
 // kiln::Config: defaults from the environment, changed from code, read on hot paths.
 #include "core/runtime_config.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -8,6 +9,9 @@
 #include <thread>
 
 #include "dispatch/registry.hpp"
+#if KILN_WITH_SIMD
+#include "cpu/kernels.hpp"
+#endif
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -35,6 +39,30 @@ bool parse_switch(const char* var, const std::string& v) {
   throw ValueError(std::string(var) + "=" + v + ": expected one of 0, 1, off, on, false, true");
 }
 
+// KILN_SIMD: a switch, or a Highway target name that caps dispatch (with SIMD on).
+void parse_simd(const std::string& v, Config& cfg) {
+  try {
+    cfg.simd = parse_switch("KILN_SIMD", v);
+    return;
+  } catch (const ValueError&) {
+#if KILN_WITH_SIMD
+    const auto& targets = cpu::simd_targets();
+    if (std::find(targets.begin(), targets.end(), v) != targets.end()) {
+      cfg.simd = true;
+      cfg.simd_target = v;
+      return;
+    }
+    std::string valid;
+    for (const std::string& t : targets) valid += (valid.empty() ? "" : ", ") + t;
+    throw ValueError("KILN_SIMD=" + v + ": expected one of 0, 1, off, on, false, true, or a SIMD " +
+                     "target this CPU supports, to cap dispatch at: " + valid);
+#else
+    throw ValueError("KILN_SIMD=" + v + ": expected one of 0, 1, off, on, false, true (kiln was " +
+                     "built with -DKILN_SIMD=OFF, so there are no SIMD targets to choose)");
+#endif
+  }
+}
+
 int parse_threads(const std::string& v) {
   char* end = nullptr;
   long n = std::strtol(v.c_str(), &end, 10);
@@ -52,10 +80,11 @@ struct State {
   std::atomic<bool> fusion{true};
   std::atomic<bool> persistence{true};
   std::atomic<bool> autotune{true};
+  std::string capped_at;  // the SIMD cap applied to Highway's dispatch ("": none)
 
   State() {
     if (const char* v = std::getenv("KILN_SIMD")) {
-      cfg.simd = parse_switch("KILN_SIMD", v);
+      parse_simd(v, cfg);
       src.simd_from_env = true;
     }
     if (const char* v = std::getenv("KILN_THREADS")) {
@@ -77,6 +106,10 @@ struct State {
     publish();
   }
   void publish() {
+#if KILN_WITH_SIMD
+    if (cfg.simd_target != capped_at) cpu::cap_simd_target(cfg.simd_target);
+    capped_at = cfg.simd_target;
+#endif
     simd = kSimdCompiled && cfg.simd;
     int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int n = cfg.threads < 0 ? hw : std::max(1, cfg.threads);
@@ -105,6 +138,18 @@ void set_config(const Config& c) {
     throw ValueError("set_config: threads = " + std::to_string(c.threads) +
                      ": expected -1 (all), 0 (one thread) or a count N >= 1");
   }
+#if KILN_WITH_SIMD
+  if (!c.simd_target.empty()) {
+    const auto& targets = cpu::simd_targets();
+    if (std::find(targets.begin(), targets.end(), c.simd_target) == targets.end())
+      cpu::cap_simd_target(c.simd_target);  // throws the ValueError naming the valid targets
+  }
+#else
+  if (!c.simd_target.empty()) {
+    throw ValueError("set_config: simd_target = '" + c.simd_target +
+                     "': kiln was built with -DKILN_SIMD=OFF, so there are no SIMD targets");
+  }
+#endif
   auto& s = state();
   // What was recorded runs before fusion switches, so no pending tensor outlives its decorator.
   if (c.fusion != s.fusion.load()) detail::flush_fused_devices();
@@ -133,6 +178,11 @@ std::vector<FeatureState> features() {
   };
   add("simd", kSimdCompiled, s.cfg.simd, s.src.simd_from_env, "KILN_SIMD=0",
       "built with -DKILN_SIMD=OFF");
+  if (out.back().live && !s.cfg.simd_target.empty()) {
+    out.back().why = "on, capped at " + s.cfg.simd_target + " by " +
+                     (s.src.simd_from_env ? "KILN_SIMD=" + s.cfg.simd_target + " in the environment"
+                                          : std::string("kiln::set_config"));
+  }
   add("threads", kThreadsCompiled, s.cfg.threads != 0, s.src.threads_from_env, "KILN_THREADS=0",
       "built with -DKILN_THREADS=OFF");
   add("fusion", kFusionCompiled, s.cfg.fusion, s.src.fusion_from_env, "KILN_FUSION=0",

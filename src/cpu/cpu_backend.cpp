@@ -20,7 +20,7 @@ const KernelTable& live_kernels() {
 
 }  // namespace
 
-std::string CpuBackend::name() const { return std::string("cpu<") + live_kernels().target + ">"; }
+std::string CpuBackend::name() const { return std::string("cpu<") + live_kernels().target() + ">"; }
 
 detail::Handle CpuBackend::empty(const Dims& shape, DType dtype) {
   return host_empty(shape, dtype);

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "ir/program.hpp"
 #include "kiln/dtype.hpp"
@@ -22,7 +24,8 @@ struct Lanes {
 };
 
 struct KernelTable {
-  const char* target;  // the SIMD target, lower case: "avx2", "avx3", "sse4", "neon", "scalar"
+  // The SIMD target its calls dispatch to now, lower case: "avx2", "avx3", "sse4", "scalar".
+  const char* (*target)();
   // out = op(a); `in` is a's dtype, `out_t` the node's (they differ only for cast).
   void (*unary)(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t n);
   // out = op(a, b); `in` is the operands' dtype (the node is bool for comparisons).
@@ -31,8 +34,17 @@ struct KernelTable {
   void (*where)(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n);
 };
 
-// Highway kernels for the best target this CPU supports (chosen once, at first call).
+// Highway kernels for the best target this CPU supports, or the best at or under the cap.
 const KernelTable& simd_kernels();
+
+#if KILN_WITH_SIMD
+// The Highway targets compiled in that this CPU supports, best first, lower case ("avx2"),
+// whatever the cap.
+const std::vector<std::string>& simd_targets();
+// Caps SIMD dispatch at `target`, one of simd_targets(): no better target is used (KILN_SIMD=avx2,
+// Config::simd_target). "" lifts the cap. Anything else is a ValueError naming the valid ones.
+void cap_simd_target(const std::string& target);
+#endif
 // Scalar loops over libm.
 const KernelTable& scalar_kernels();
 

@@ -217,7 +217,7 @@ void where(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n) {
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable table{"scalar", unary, binary, where};
+  static const KernelTable table{[] { return "scalar"; }, unary, binary, where};
   return table;
 }
 

@@ -1,5 +1,6 @@
 #include "cuda/context.hpp"
 
+#include <cublasLt.h>
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -120,6 +121,12 @@ std::string nvrtc_version() {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
   return fmt::format("{}.{}", major, minor);
+}
+
+std::string cublas_version() {
+  // cublasLtGetVersion() is major * 10000 + minor * 100 + patch (cublasLt.h).
+  const std::size_t v = cublasLtGetVersion();
+  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
 }
 
 }  // namespace kiln::cuda

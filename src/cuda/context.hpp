@@ -37,9 +37,10 @@ std::string absent_reason(int index);
 // The context of a present device; DeviceError with the reason when absent.
 Context& context(int index);
 
-// The CUDA runtime, driver and NVRTC versions, e.g. "13.0".
+// The CUDA runtime, driver and NVRTC versions, e.g. "13.0"; cuBLASLt's, e.g. "13.1.0".
 std::string runtime_version();
 std::string driver_version();
 std::string nvrtc_version();
+std::string cublas_version();
 
 }  // namespace kiln::cuda

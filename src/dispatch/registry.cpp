@@ -42,11 +42,13 @@ struct Chain {
   }
 };
 
+#if KILN_WITH_CUDA || KILN_WITH_FUSION
 std::mutex chains_mu;
 std::deque<std::unique_ptr<Chain>>& cuda_chains() {  // by device index
   static std::deque<std::unique_ptr<Chain>> chains;
   return chains;
 }
+#endif
 Chain& cpu_chain() {
   static Chain chain(std::make_unique<cpu::CpuBackend>());
   return chain;

@@ -17,6 +17,7 @@
 
 #include "bench.hpp"
 #include "kiln/kiln.hpp"
+#include "store_status.hpp"
 #include "table.hpp"
 #if KILN_WITH_PERSISTENCE
 #include "store/store.hpp"
@@ -140,12 +141,6 @@ double run_one_matmul(const MatmulSize& s, const TuneOptions& o, const Device& d
 #endif
 
 #if KILN_WITH_PERSISTENCE
-std::string format_bytes(std::int64_t b) {
-  if (b < 1024) return fmt::format("{} B", b);
-  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
-  return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024 * 1024));
-}
-
 std::string format_time(std::int64_t seconds_since_1970) {
   const std::time_t t = static_cast<std::time_t>(seconds_since_1970);
   std::tm tm{};
@@ -153,29 +148,6 @@ std::string format_time(std::int64_t seconds_since_1970) {
   if (localtime_r(&t, &tm) == nullptr || std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm) == 0)
     return std::to_string(seconds_since_1970);
   return buf;
-}
-
-// The identity of each present CUDA device, as the CUDA backend writes its rows.
-std::vector<std::pair<std::string, store::Identity>> present_identities() {
-  std::vector<std::pair<std::string, store::Identity>> ids;
-#if KILN_WITH_CUDA
-  for (const DeviceInfo& d : devices()) {
-    if (!d.present || d.name.rfind("cuda:", 0) != 0) continue;
-    const int index = std::stoi(d.name.substr(5));
-    ids.emplace_back(d.name, cuda::store_identity(cuda::context(index)));
-  }
-#endif
-  return ids;
-}
-
-// Whether this machine's kiln would read rows of `id`.
-std::string status(const store::Identity& id,
-                   const std::vector<std::pair<std::string, store::Identity>>& present) {
-  for (const auto& [name, p] : present) {
-    if (p == id) return "current (" + name + ")";
-  }
-  if (id.kiln_version != version() || !present.empty()) return "stale: another device or version";
-  return "not compared: no CUDA device present";
 }
 
 void print_location(store::Store& st) {
@@ -208,7 +180,7 @@ void run_list(const TuneOptions& o) {
     const bool kernels = (!only || *only == store::Table::kernels) && u.kernel_entries > 0;
     if (!tune && !kernels) continue;
     any = true;
-    fmt::print("\n{}: {}\n", u.identity.describe(), status(u.identity, present));
+    fmt::print("\n{}: {}\n", u.identity.describe(), identity_status(u.identity, present));
     if (tune) {
       const auto rows = st.list(store::Table::tune, u.identity);
       fmt::print("  tune rows ({}):\n", rows.size());

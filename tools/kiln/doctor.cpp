@@ -1,0 +1,358 @@
+#include "doctor.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "cpu/blas_info.hpp"
+#include "cpu/parallel.hpp"
+#include "json.hpp"
+#include "kiln/kiln.hpp"
+#include "store_status.hpp"
+#include "table.hpp"
+#if KILN_WITH_SIMD
+#include "cpu/kernels.hpp"
+#endif
+#if KILN_WITH_CUDA
+#include "cuda/context.hpp"
+#endif
+#if KILN_WITH_PERSISTENCE
+#include "store/location.hpp"
+#include "store/store.hpp"
+#endif
+
+namespace kiln::cli {
+namespace {
+
+// A thing lost, what it costs and how to get it back. `accident`: nobody asked for it (a
+// compiled-out feature the build did not acknowledge, a store that cannot be written).
+struct Finding {
+  std::string feature;  // "fusion", "store", "blas", "simd"
+  std::string what, cost, fix;
+  bool accident = false;
+};
+
+// What each performance feature buys; the figures are the seed stack's, which lost them all at
+// once (issue 6), and `kiln bench --compare` measures them on this machine.
+struct FeatureCost {
+  const char* name;
+  const char* option;  // the CMake option and environment variable
+  const char* cost;
+};
+constexpr FeatureCost kCosts[] = {
+    {"fusion", "KILN_FUSION",
+     "element-wise chains run one kernel per op, each writing its intermediate to memory: about "
+     "3x slower on chain8"},
+    {"autotune", "KILN_AUTOTUNE",
+     "CUDA matmul takes the cuBLASLt heuristic's first choice untimed, which can be slower than "
+     "the best candidate"},
+    {"persistence", "KILN_PERSISTENCE",
+     "every process compiles its kernels and tunes its matmuls again: up to seconds in each "
+     "first call"},
+    {"threads", "KILN_THREADS",
+     "the CPU backend and its BLAS run on one thread: about 4x slower CPU matmul"},
+    {"simd", "KILN_SIMD", "CPU element-wise kernels run scalar loops"},
+};
+
+// The build acknowledged its compiled-out features (-DKILN_QUIET_FEATURES=ON, as the minimal
+// preset does).
+constexpr bool kQuietBuild = KILN_QUIET_FEATURES;
+
+void feature_findings(std::vector<Finding>& out) {
+  for (const FeatureState& f : features()) {
+    for (const FeatureCost& c : kCosts) {
+      if (f.name != c.name || f.live) continue;
+      if (!f.compiled) {
+        out.push_back({f.name, fmt::format("{} is compiled out ({}=OFF)", f.name, c.option), c.cost,
+                       fmt::format("rebuild kiln with -D{}=ON", c.option), !kQuietBuild});
+      } else {
+        out.push_back({f.name, fmt::format("{} is switched off ({})", f.name, f.why), c.cost,
+                       f.why.find("environment") != std::string::npos
+                           ? fmt::format("unset {}", c.option)
+                           : std::string("leave it on in kiln::set_config"),
+                       false});
+      }
+    }
+  }
+}
+
+bool live(const std::string& name) {
+  for (const FeatureState& f : features())
+    if (f.name == name) return f.live;
+  return false;
+}
+
+// ---- the CPU ----
+
+struct CpuFacts {
+  std::string backend;                   // "dispatch<fusion<cpu<avx2>>>"
+  std::string simd_target;               // the target dispatched to now, "scalar" without SIMD
+  std::vector<std::string> cpu_targets;  // this CPU's, best first (empty without SIMD)
+  int threads = 1;                       // kiln's CPU loops (oneTBB)
+  unsigned hardware_threads = 1;
+  std::string blas;
+  int blas_threads = 1;  // as the BLAS reports it after a product large enough to thread
+};
+
+CpuFacts cpu_facts() {
+  CpuFacts f;
+  const Device cpu = Device::cpu();
+  f.backend = cpu.backend_name();
+  const std::string inner = f.backend.substr(f.backend.find("cpu<") + 4);
+  f.simd_target = inner.substr(0, inner.find('>'));
+#if KILN_WITH_SIMD
+  f.cpu_targets = cpu::simd_targets();
+#endif
+  f.threads = cpu::thread_count();
+  f.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
+  f.blas = cpu::blas_library();
+  // kiln gives the BLAS its thread count per product (src/cpu/matmul.cpp): ask after one large
+  // enough to be threaded, so that the count is what CPU matmul really runs on.
+  const auto a = Tensor<2>::ones({256, 256}, DType::f32, cpu);
+  (void)matmul(a, a).sum().item();
+  f.blas_threads = cpu::blas_threads();
+  return f;
+}
+
+void cpu_findings(const CpuFacts& c, std::vector<Finding>& out) {
+  if (live("threads") && c.threads > 1 && c.blas_threads <= 1) {
+    out.push_back({"blas",
+                   fmt::format("the BLAS runs single-threaded ({}) while kiln uses {} threads",
+                               c.blas, c.threads),
+                   fmt::format("CPU matmul uses one core of {}", c.hardware_threads),
+                   "link a threaded BLAS (Debian: apt-get install libopenblas0-pthread)", true});
+  }
+  if (live("simd") && !c.cpu_targets.empty() && c.simd_target != c.cpu_targets.front()) {
+    std::string why = "capped";
+    for (const FeatureState& f : features())
+      if (f.name == "simd") why = f.why;
+    out.push_back({"simd",
+                   fmt::format("Highway target {} on a CPU that has {} ({})", c.simd_target,
+                               c.cpu_targets.front(), why),
+                   "CPU element-wise kernels use narrower vectors than this CPU offers",
+                   "unset KILN_SIMD or leave Config::simd_target empty", false});
+  }
+}
+
+// ---- CUDA ----
+
+struct CudaFacts {
+  bool built = KILN_WITH_CUDA != 0;
+  std::string runtime, driver, nvrtc, cublas;
+};
+
+CudaFacts cuda_facts() {
+  CudaFacts f;
+#if KILN_WITH_CUDA
+  f.runtime = cuda::runtime_version();
+  f.driver = cuda::driver_version();
+  f.nvrtc = cuda::nvrtc_version();
+  f.cublas = cuda::cublas_version();
+#endif
+  return f;
+}
+
+// ---- the store ----
+
+struct StoreUsage {
+  std::string identity, status;
+  std::int64_t tune_entries = 0, kernel_entries = 0, bytes = 0;
+};
+
+struct StoreFacts {
+  bool built = KILN_WITH_PERSISTENCE != 0;
+  bool open = false;      // persistence live: this process opened it
+  std::string directory;  // where it is (or would be)
+  std::string file;       // the database in use; empty while memory-only
+  bool writable = false;
+  std::string why;              // why not writable
+  std::int64_t file_bytes = 0;  // the database and its write-ahead log
+  std::vector<StoreUsage> usage;
+};
+
+StoreFacts store_facts() {
+  StoreFacts f;
+#if KILN_WITH_PERSISTENCE
+  f.directory = store::cache_directory(store::current_environment()).string();
+  store::Store* st = store::process_store();
+  if (st == nullptr) return f;
+  f.open = true;
+  f.directory = st->directory().string();
+  f.file = st->file().string();
+  f.writable = st->persistent() && ::access(f.directory.c_str(), W_OK) == 0;
+  f.why = st->persistent() ? (f.writable ? "" : "the directory is not writable") : st->why();
+  for (const char* suffix : {"", "-wal"}) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(f.file + suffix, ec);
+    if (!ec && !f.file.empty()) f.file_bytes += static_cast<std::int64_t>(n);
+  }
+  const auto present = present_identities();
+  for (const store::Usage& u : st->usage()) {
+    f.usage.push_back({u.identity.describe(), identity_status(u.identity, present), u.tune_entries,
+                       u.kernel_entries, u.bytes});
+  }
+#endif
+  return f;
+}
+
+void store_findings(const StoreFacts& s, std::vector<Finding>& out) {
+  if (s.open && !s.writable) {
+    out.push_back({"store", fmt::format("the store at {} is not writable ({})", s.directory, s.why),
+                   "every process tunes its matmuls and compiles its kernels again",
+                   "make the directory writable, or point KILN_CACHE_DIR at one that is", true});
+  }
+}
+
+// ---- output ----
+
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+void print_text(const std::vector<DeviceInfo>& devs, const CpuFacts& c, const CudaFacts& g,
+                const StoreFacts& s, const std::vector<Finding>& findings, int status) {
+  fmt::print("kiln {} doctor\n\ndevices:\n", version());
+  std::vector<std::vector<std::string>> rows{{"name", "present", "backend / why absent"}};
+  for (const DeviceInfo& d : devs)
+    rows.push_back({d.name, yes_no(d.present), d.present ? d.backend_name : d.reason});
+  print_table(rows, "  ");
+
+  fmt::print("\nfeatures:\n");
+  rows = {{"name", "compiled", "live", "why"}};
+  for (const FeatureState& f : features())
+    rows.push_back({f.name, yes_no(f.compiled), yes_no(f.live), f.why});
+  print_table(rows, "  ");
+
+  fmt::print("\ncpu:\n");
+  std::string targets;
+  for (const std::string& t : c.cpu_targets) targets += (targets.empty() ? "" : ", ") + t;
+  print_table({{"simd target", c.simd_target},
+               {"cpu supports", targets.empty() ? "(SIMD compiled out)" : targets},
+               {"threads",
+                fmt::format("{} of {} hardware threads (oneTBB)", c.threads, c.hardware_threads)},
+               {"blas", c.blas},
+               {"blas threads", std::to_string(c.blas_threads)}},
+              "  ");
+
+  fmt::print("\ncuda:\n");
+  if (g.built) {
+    print_table(
+        {{"runtime", g.runtime}, {"driver", g.driver}, {"nvrtc", g.nvrtc}, {"cublasLt", g.cublas}},
+        "  ");
+  } else {
+    fmt::print("  not built\n");
+  }
+
+  fmt::print("\nstore:\n");
+  if (!s.built) {
+    fmt::print("  not built (-DKILN_PERSISTENCE=OFF)\n");
+  } else if (!s.open) {
+    fmt::print("  {} (not opened: persistence is off in this process)\n", s.directory);
+  } else {
+#if KILN_WITH_PERSISTENCE
+    fmt::print("  {} ({}, {})\n", s.file.empty() ? s.directory : s.file,
+               s.writable ? "writable" : "not writable: " + s.why, format_bytes(s.file_bytes));
+    if (s.usage.empty()) fmt::print("  no rows\n");
+    rows = {{"identity", "tune rows", "kernels", "bytes", "status"}};
+    for (const StoreUsage& u : s.usage) {
+      rows.push_back({u.identity, std::to_string(u.tune_entries), std::to_string(u.kernel_entries),
+                      format_bytes(u.bytes), u.status});
+    }
+    if (!s.usage.empty()) print_table(rows, "  ");
+#endif
+  }
+
+  fmt::print("\nfindings:\n");
+  if (findings.empty()) fmt::print("  none: every performance feature is live\n");
+  for (const Finding& f : findings) {
+    fmt::print("  - [{}] {}: {}; fix: {}\n", f.accident ? "lost" : "off on purpose", f.what, f.cost,
+               f.fix);
+  }
+  if (status != 0) {
+    fmt::print("\na performance feature is lost (exit status 1)\n");
+  } else if (!findings.empty()) {
+    fmt::print("\nhealthy: what is off was switched off on purpose (--strict counts it as lost)\n");
+  } else {
+    fmt::print("\nhealthy\n");
+  }
+}
+
+std::string json_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const std::string& s : items) out += (out.size() > 1 ? ", " : "") + json_string(s);
+  return out + "]";
+}
+
+void print_json(const std::vector<DeviceInfo>& devs, const CpuFacts& c, const CudaFacts& g,
+                const StoreFacts& s, const std::vector<Finding>& findings, int status) {
+  std::vector<std::string> items;
+  for (const DeviceInfo& d : devs) {
+    items.push_back(fmt::format(R"({{"name": {}, "present": {}, "backend": {}, "reason": {}}})",
+                                json_string(d.name), d.present, json_string(d.backend_name),
+                                json_string(d.reason)));
+  }
+  std::string out = fmt::format(R"({{"version": {}, "devices": [{}], "features": [)",
+                                json_string(version()), fmt::join(items, ", "));
+  items.clear();
+  for (const FeatureState& f : features()) {
+    items.push_back(fmt::format(R"({{"name": {}, "compiled": {}, "live": {}, "why": {}}})",
+                                json_string(f.name), f.compiled, f.live, json_string(f.why)));
+  }
+  out += fmt::format(R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
+                     R"("hardware_threads": {}, "blas": {}, "blas_threads": {}}}, )",
+                     fmt::join(items, ", "), json_string(c.simd_target), json_list(c.cpu_targets),
+                     c.threads, c.hardware_threads, json_string(c.blas), c.blas_threads);
+  out += fmt::format(
+      R"("cuda": {{"built": {}, "runtime": {}, "driver": {}, "nvrtc": {}, "cublas": {}}}, )",
+      g.built, json_string(g.runtime), json_string(g.driver), json_string(g.nvrtc),
+      json_string(g.cublas));
+  items.clear();
+  for (const StoreUsage& u : s.usage) {
+    items.push_back(fmt::format(
+        R"({{"identity": {}, "status": {}, "tune_entries": {}, "kernel_entries": {}, "bytes": {}}})",
+        json_string(u.identity), json_string(u.status), u.tune_entries, u.kernel_entries, u.bytes));
+  }
+  out += fmt::format(
+      R"("store": {{"built": {}, "open": {}, "directory": {}, "file": {}, "writable": {}, )"
+      R"("why": {}, "bytes": {}, "usage": [{}]}}, "findings": [)",
+      s.built, s.open, json_string(s.directory), json_string(s.file), s.writable,
+      json_string(s.why), s.file_bytes, fmt::join(items, ", "));
+  items.clear();
+  for (const Finding& f : findings) {
+    items.push_back(
+        fmt::format(R"({{"feature": {}, "what": {}, "cost": {}, "fix": {}, "on_purpose": {}}})",
+                    json_string(f.feature), json_string(f.what), json_string(f.cost),
+                    json_string(f.fix), !f.accident));
+  }
+  out += fmt::format(R"({}], "healthy": {}, "exit_status": {}}})", fmt::join(items, ", "),
+                     status == 0, status);
+  fmt::print("{}\n", out);
+}
+
+}  // namespace
+
+int run_doctor(const DoctorOptions& o) {
+  const std::vector<DeviceInfo> devs = devices();
+  const CpuFacts c = cpu_facts();
+  const CudaFacts g = cuda_facts();
+  const StoreFacts s = store_facts();
+  std::vector<Finding> findings;
+  feature_findings(findings);
+  cpu_findings(c, findings);
+  store_findings(s, findings);
+  int status = 0;
+  for (const Finding& f : findings)
+    if (f.accident || o.strict) status = 1;
+  if (o.json) {
+    print_json(devs, c, g, s, findings, status);
+  } else {
+    print_text(devs, c, g, s, findings, status);
+  }
+  return status;
+}
+
+}  // namespace kiln::cli

@@ -235,16 +235,18 @@ std::string json_report(const std::vector<DeviceResult>& results) {
                      devices);
 }
 
-// The first-call figures for the process that started this one (bench_processes.hpp): one line
-// per workload, tab-separated, the fields run_bench's comment lists.
+// The figures for the process that started this one (bench_processes.hpp): one line per
+// workload, tab-separated, the fields run_bench's comment lists.
 void write_report(int fd, const std::vector<DeviceResult>& results) {
   std::FILE* f = fdopen(fd, "w");
   if (f == nullptr) throw std::runtime_error(fmt::format("bench: fdopen({}) failed", fd));
   for (const DeviceResult& d : results) {
     for (const WorkloadResult& w : d.workloads) {
-      const CompileStats& c = w.timing.first_compile;
-      fmt::print(f, "{}\t{}\t{}\t{}\t{}\t{}\t{}\n", d.device, label(w), w.timing.first_s, c.kernels,
-                 c.seconds, c.loaded, c.load_seconds);
+      const Timing& t = w.timing;
+      const CompileStats& c = t.first_compile;
+      fmt::print(f, "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n", d.device, d.backend, label(w),
+                 t.first_s, c.kernels, c.seconds, c.loaded, c.load_seconds, t.min_s, t.median_s,
+                 t.runs);
     }
   }
   std::fclose(f);

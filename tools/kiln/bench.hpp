@@ -15,7 +15,7 @@ struct BenchOptions {
   // process runs them itself.
   int processes = 2;
   bool one_process = false;  // hidden: this process is one of them
-  int report_fd = -1;        // hidden: where its first-call figures go for the summary, or -1
+  int report_fd = -1;        // hidden: where its figures go for the process that started it, or -1
 };
 
 // A workload computed a wrong result: the timings would describe broken code, so none are kept.
@@ -25,8 +25,9 @@ class CheckError : public std::runtime_error {
 };
 
 // Runs the workloads in this process and prints the report on stdout (and, with a report_fd,
-// one tab-separated line per workload on it: device, workload, first-call seconds, kernels
-// compiled, compile seconds, kernels loaded from the store, load seconds). Throws
+// one tab-separated line per workload on it: device, backend name, workload, first-call seconds,
+// kernels compiled, compile seconds, kernels loaded from the store, load seconds, then the min
+// and median seconds of the timed calls and their count; bench_processes.cpp reads it). Throws
 // kiln::DeviceError when the asked-for device is absent (naming the reason kiln::devices()
 // gives) and CheckError on a wrong result.
 void run_bench(const BenchOptions& options);

@@ -75,16 +75,6 @@ std::string header(int i, int n, const StoreState& s) {
   return fmt::format("process {} of {} (store: {}, {} entries before)", i, n, s.where, *s.rows);
 }
 
-// One workload's first call in one process, as the child reported it.
-struct FirstCall {
-  std::string device, workload;
-  double seconds = 0;
-  long long compiled = 0;
-  double compile_seconds = 0;
-  long long loaded = 0;
-  double load_seconds = 0;
-};
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -97,23 +87,30 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
-std::vector<FirstCall> parse_report(const std::string& text) {
-  std::vector<FirstCall> calls;
+// The lines run_bench writes on its report_fd (bench.hpp lists the fields).
+std::vector<WorkloadReport> parse_report(const std::string& text) {
+  constexpr std::size_t kFields = 11;
+  std::vector<WorkloadReport> calls;
   for (const std::string& line : split(text, '\n')) {
     if (line.empty()) continue;
     const std::vector<std::string> f = split(line, '\t');
-    if (f.size() != 7) {
+    if (f.size() != kFields) {
       throw std::runtime_error(
-          fmt::format("bench: a process reported '{}' (7 fields expected)", line));
+          fmt::format("bench: a process reported '{}' ({} fields expected)", line, kFields));
     }
-    calls.push_back({f[0], f[1], std::stod(f[2]), std::stoll(f[3]), std::stod(f[4]),
-                     std::stoll(f[5]), std::stod(f[6])});
+    try {
+      calls.push_back({f[0], f[1], f[2], std::stod(f[3]), std::stoll(f[4]), std::stod(f[5]),
+                       std::stoll(f[6]), std::stod(f[7]), std::stod(f[8]), std::stod(f[9]),
+                       std::stoi(f[10])});
+    } catch (const std::logic_error&) {  // std::invalid_argument, std::out_of_range
+      throw std::runtime_error(fmt::format("bench: a process reported '{}': not a number", line));
+    }
   }
   return calls;
 }
 
-std::string describe(const FirstCall& c) {
-  std::string s = format_duration(c.seconds);
+std::string describe(const WorkloadReport& c) {
+  std::string s = format_duration(c.first_s);
   if (c.compiled > 0) {
     s +=
         fmt::format(" (compiled {} kernels in {})", c.compiled, format_duration(c.compile_seconds));
@@ -143,22 +140,26 @@ std::pair<int, int> make_pipe() {
 
 struct ChildResult {
   int status = 0;      // waitpid's
-  std::string output;  // what it wrote on the pipe: its report (text) or its stdout (JSON)
+  std::string output;  // what it wrote on the pipe: its report, or its stdout when captured
 };
 
-// Runs `args` as /proc/self/exe, its stdout ours (text) or the pipe's (JSON), reading the pipe
-// until the child closes it, then waiting for the child.
-ChildResult run_child(const std::vector<std::string>& args, bool capture_stdout) {
+// Runs `args` as /proc/self/exe in `envp` (null-terminated), its stdout ours, the pipe's or
+// /dev/null's, its report fd the pipe unless stdout is, reading the pipe until the child closes
+// it, then waiting for the child.
+ChildResult run_child(const std::vector<std::string>& args, ChildStdout out, char* const* envp) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const auto [read_end, write_end] = make_pipe();
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, write_end, capture_stdout ? 1 : kReportFd);
-  std::fflush(stdout);  // the child writes to the same file: our lines first
+  posix_spawn_file_actions_adddup2(&fa, write_end, out == ChildStdout::capture ? 1 : kReportFd);
+  if (out == ChildStdout::discard) {
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  }
+  std::fflush(stdout);  // the child may write to the same file: our lines first
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp);
   posix_spawn_file_actions_destroy(&fa);
   close(write_end);
   if (rc != 0) {
@@ -185,28 +186,13 @@ ChildResult run_child(const std::vector<std::string>& args, bool capture_stdout)
   return r;
 }
 
-// 0 when the child succeeded; else the status to exit with, having said which process failed.
-int failure(const ChildResult& r, int i, int n) {
-  if (WIFEXITED(r.status)) {
-    const int code = WEXITSTATUS(r.status);
-    if (code != 0) {
-      fmt::print(stderr, "kiln: bench: process {} of {} exited with status {}\n", i, n, code);
-    }
-    return code;
-  }
-  const int sig = WIFSIGNALED(r.status) ? WTERMSIG(r.status) : 0;
-  fmt::print(stderr, "kiln: bench: process {} of {} was killed by signal {} ({})\n", i, n, sig,
-             strsignal(sig));
-  return 1;
-}
-
-void print_summary(const std::vector<std::vector<FirstCall>>& runs) {
+void print_summary(const std::vector<std::vector<WorkloadReport>>& runs) {
   fmt::print("\nfirst call, process 1 to {}:\n", runs.size());
-  for (const FirstCall& first : runs.front()) {
+  for (const WorkloadReport& first : runs.front()) {
     std::string line = fmt::format("  {} {}: ", first.device, first.workload);
     for (std::size_t p = 0; p < runs.size(); ++p) {
-      const FirstCall* match = nullptr;
-      for (const FirstCall& c : runs[p]) {
+      const WorkloadReport* match = nullptr;
+      for (const WorkloadReport& c : runs[p]) {
         if (c.device == first.device && c.workload == first.workload) match = &c;
       }
       line += (p == 0 ? "" : " -> ") + (match ? describe(*match) : std::string("(not run)"));
@@ -217,8 +203,8 @@ void print_summary(const std::vector<std::vector<FirstCall>>& runs) {
 
 }  // namespace
 
-int run_bench_processes(const BenchOptions& options) {
-  const int n = options.processes;
+BenchChild run_bench_child(const BenchOptions& options, ChildStdout out,
+                           const std::vector<std::string>* env) {
   std::vector<std::string> args{"kiln",
                                 "bench",
                                 "--one-process",
@@ -226,13 +212,40 @@ int run_bench_processes(const BenchOptions& options) {
                                 options.device,
                                 "--runs",
                                 std::to_string(options.runs)};
-  if (options.json) {
-    args.push_back("--json");
-  } else {
+  if (options.json) args.emplace_back("--json");
+  if (out != ChildStdout::capture) {
     args.insert(args.end(), {"--report-fd", std::to_string(kReportFd)});
   }
+  std::vector<char*> envp;
+  if (env != nullptr) {
+    for (const std::string& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  const ChildResult r = run_child(args, out, env != nullptr ? envp.data() : environ);
+  BenchChild child;
+  child.status = r.status;
+  if (out == ChildStdout::capture) {
+    child.stdout_text = r.output;
+  } else if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) {
+    child.report = parse_report(r.output);
+  }
+  return child;
+}
 
-  std::vector<std::vector<FirstCall>> runs;
+int child_failure(const BenchChild& child, const std::string& what) {
+  if (WIFEXITED(child.status)) {
+    const int code = WEXITSTATUS(child.status);
+    if (code != 0) fmt::print(stderr, "kiln: bench: {} exited with status {}\n", what, code);
+    return code;
+  }
+  const int sig = WIFSIGNALED(child.status) ? WTERMSIG(child.status) : 0;
+  fmt::print(stderr, "kiln: bench: {} was killed by signal {} ({})\n", what, sig, strsignal(sig));
+  return 1;
+}
+
+int run_bench_processes(const BenchOptions& options) {
+  const int n = options.processes;
+  std::vector<std::vector<WorkloadReport>> runs;
   std::vector<std::string> objects;
   StoreState state;
   for (int i = 1; i <= n; ++i) {
@@ -243,10 +256,13 @@ int run_bench_processes(const BenchOptions& options) {
       objects.push_back(fmt::format("{{\"process\": {}, \"store_entries_before\": {}, \"report\": ",
                                     i, state.rows ? std::to_string(*state.rows) : "null"));
     }
-    const ChildResult r = run_child(args, options.json);
-    if (const int code = failure(r, i, n); code != 0) return code;
+    const BenchChild r =
+        run_bench_child(options, options.json ? ChildStdout::capture : ChildStdout::inherit);
+    if (const int code = child_failure(r, fmt::format("process {} of {}", i, n)); code != 0) {
+      return code;
+    }
     if (options.json) {
-      std::string report = r.output;
+      std::string report = r.stdout_text;
       while (!report.empty() && (report.back() == '\n' || report.back() == ' ')) report.pop_back();
       if (report.empty() || report.front() != '{' || report.back() != '}') {
         throw std::runtime_error(
@@ -254,7 +270,7 @@ int run_bench_processes(const BenchOptions& options) {
       }
       objects.back() += report + "}";
     } else {
-      runs.push_back(parse_report(r.output));
+      runs.push_back(r.report);
     }
   }
 

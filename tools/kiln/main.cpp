@@ -15,6 +15,7 @@
 
 #include "bench.hpp"
 #include "bench_processes.hpp"
+#include "compare.hpp"
 #include "kiln/kiln.hpp"
 #include "table.hpp"
 #include "tune.hpp"
@@ -51,24 +52,55 @@ int main(int argc, char** argv) {
   CLI::App* bench_cmd = app.add_subcommand(
       "bench",
       "Time the seed workloads (chain8 2048x2048, matmul 1024x1024, f32) on each device, in two "
-      "fresh processes: the second's first calls read what the first stored");
+      "fresh processes: the second's first calls read what the first stored; --compare: under "
+      "each configuration of the features, as a table of ratios to default");
   bench_cmd->add_option("--device", bench.device, "cpu, cuda, or all present devices")
       ->check(CLI::IsMember({"cpu", "cuda", "all"}))
       ->capture_default_str();
-  bench_cmd->add_option("--runs", bench.runs, "Timed calls after the first")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
+  kiln::cli::CompareOptions compare;
+  CLI::Option* runs_opt =
+      bench_cmd
+          ->add_option(
+              "--runs", bench.runs,
+              fmt::format("Timed calls after the first (with --compare: {})", compare.runs))
+          ->check(CLI::Range(1, 1000000))
+          ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of text lines");
-  bench_cmd
-      ->add_option("--processes", bench.processes,
-                   "Fresh processes that run the workloads one after the other, sharing the "
-                   "store, so that a later one's first calls show what the store saves; 1: "
-                   "this process runs them")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
+  CLI::Option* processes_opt =
+      bench_cmd
+          ->add_option("--processes", bench.processes,
+                       "Fresh processes that run the workloads one after the other, sharing the "
+                       "store, so that a later one's first calls show what the store saves; 1: "
+                       "this process runs them")
+          ->check(CLI::Range(1, 16))
+          ->capture_default_str();
   // Hidden (empty group): how run_bench_processes starts each of its processes.
-  bench_cmd->add_flag("--one-process", bench.one_process)->group("");
+  CLI::Option* one_process_opt = bench_cmd->add_flag("--one-process", bench.one_process)->group("");
   bench_cmd->add_option("--report-fd", bench.report_fd)->group("");
+  bool compare_flag = false;
+  CLI::Option* compare_opt = bench_cmd->add_flag(
+      "--compare", compare_flag,
+      "Run the workloads under each configuration (default, each feature off alone through its "
+      "KILN_* variable, all off), each in a fresh process, alternated over --rounds on one "
+      "temporary store, and print a table of the minimum over rounds and its ratio to default");
+  compare_opt->excludes(processes_opt)->excludes(one_process_opt);
+  bench_cmd
+      ->add_option("--rounds", compare.rounds,
+                   "--compare: rounds, each running every configuration once")
+      ->check(CLI::Range(1, 1000))
+      ->needs(compare_opt)
+      ->capture_default_str();
+  bench_cmd
+      ->add_option("--plot", compare.plot,
+                   "--compare: also draw the table as a grouped bar chart, in this SVG file")
+      ->needs(compare_opt);
+  bench_cmd
+      ->add_option("--configs", compare.configs,
+                   "--compare: only these configurations, comma-separated (default always "
+                   "runs): default, fusion-off, autotune-off, persistence-off, threads-off, "
+                   "simd-off, all-off")
+      ->delimiter(',')
+      ->needs(compare_opt);
 
   kiln::cli::TuneOptions tune;
   CLI::App* tune_cmd = app.add_subcommand(
@@ -108,6 +140,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (*bench_cmd && compare_flag) {
+      compare.device = bench.device;
+      compare.json = bench.json;
+      if (runs_opt->count() > 0) compare.runs = bench.runs;
+      return kiln::cli::run_compare(compare);
+    }
     if (*bench_cmd) {
       if (bench.one_process || bench.processes == 1) {
         kiln::cli::run_bench(bench);

@@ -1,9 +1,10 @@
-// The `kiln` command: `kiln bench`, `kiln tune`, `kiln info`, `kiln --version`.
+// The `kiln` command: `kiln bench`, `kiln doctor`, `kiln tune`, `kiln info`, `kiln --version`.
 //
 // Exit status: 0 on success; 2 for an error kiln raised (a kiln::Error, printed as
-// "kiln: <message>"); 3 when a benchmark's result failed its check; 1 for anything unexpected;
-// CLI11's own codes for a bad command line. `kiln bench` in several processes exits with the
-// status of the first process that failed (1 when one was killed by a signal).
+// "kiln: <message>"); 1 from `kiln doctor` when a performance feature is lost; 3 when a benchmark's
+// result failed its check; 1 for anything unexpected; CLI11's own codes for a bad command line.
+// `kiln bench` in several processes exits with the status of the first process that failed (1 when
+// one was killed by a signal).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include "bench.hpp"
 #include "bench_processes.hpp"
 #include "compare.hpp"
+#include "doctor.hpp"
 #include "kiln/kiln.hpp"
 #include "table.hpp"
 #include "tune.hpp"
@@ -134,6 +136,17 @@ int main(int argc, char** argv) {
   list_opt->excludes(clear_opt)->excludes(matmul_opt);
   clear_opt->excludes(matmul_opt);
 
+  kiln::cli::DoctorOptions doctor;
+  CLI::App* doctor_cmd = app.add_subcommand(
+      "doctor",
+      "Report the devices, every feature's state, the store, the BLAS, the SIMD target and the "
+      "library versions; then what is lost, what it costs and how to fix it. Exit status 1 when "
+      "a performance feature is lost by accident");
+  doctor_cmd->add_flag("--json", doctor.json, "Print one JSON object instead of the report");
+  doctor_cmd->add_flag("--strict", doctor.strict,
+                       "Exit 1 also for a feature lost on purpose (compiled out with "
+                       "KILN_QUIET_FEATURES, switched off at run time): for CI");
+
   CLI::App* info_cmd =
       app.add_subcommand("info", "Print kiln's version, the devices and the features");
 
@@ -155,6 +168,7 @@ int main(int argc, char** argv) {
     }
     if (*tune_cmd) kiln::cli::run_tune(tune);
     if (*info_cmd) run_info();
+    if (*doctor_cmd) return kiln::cli::run_doctor(doctor);
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "kiln: {}\n", e.what());
     return 2;

@@ -1,17 +1,10 @@
 // The `kiln` command as a user runs it: the built binary (KILN_CLI), each run on a fresh store
 // directory (KILN_CACHE_DIR), its exit status, stdout and stderr. Rows are written through the
 // store API; the GPU half of `kiln tune --matmul` runs where a CUDA device is present.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cctype>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -23,13 +16,11 @@
 #if KILN_WITH_SIMD
 #include "cpu/kernels.hpp"
 #endif
-#include "sibling_program.hpp"
+#include "kiln_command.hpp"
 #include "temp_dir.hpp"
 #if KILN_WITH_PERSISTENCE
 #include "store/store.hpp"
 #endif
-
-extern char** environ;
 
 namespace {
 
@@ -40,24 +31,9 @@ struct TempDir : kt::TempDir {
   TempDir() : kt::TempDir("kiln-cli") {}
 };
 
-struct Outcome {
-  int status = -1;  // the exit status; -1 when killed by a signal
-  std::string out, err;
-  std::string args;  // for failure messages
-};
-
-std::ostream& operator<<(std::ostream& os, const Outcome& r) {
-  return os << "kiln " << r.args << " -> status " << r.status << "\n--- stdout:\n"
-            << r.out << "--- stderr:\n"
-            << r.err;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using kt::has;
+using kt::occurrences;
+using kt::Outcome;
 
 bool live(const char* feature) {
   for (const kiln::FeatureState& f : kiln::features())
@@ -69,12 +45,6 @@ bool cuda_present() {
   for (const kiln::DeviceInfo& d : kiln::devices())
     if (d.present && d.name.rfind("cuda:", 0) == 0) return true;
   return false;
-}
-
-std::size_t occurrences(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
 }
 
 class CliTest : public ::testing::Test {
@@ -94,45 +64,13 @@ class CliTest : public ::testing::Test {
   // nothing can block.
   Outcome kiln(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
     std::vector<std::string> envs;
-    for (char** e = environ; *e; ++e) {
-      const std::string s(*e);
-      if (s.rfind("KILN_", 0) == 0 && s.rfind("KILN_TEST_", 0) != 0) continue;
-      envs.push_back(s);
-    }
     bool own_dir = false;
     for (const auto& e : env) own_dir |= e.rfind("KILN_CACHE_DIR=", 0) == 0;
     if (!own_dir) envs.push_back("KILN_CACHE_DIR=" + store_dir().string());
     envs.insert(envs.end(), env.begin(), env.end());
-    std::vector<std::string> argv_s{kt::sibling_program(KILN_CLI)};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    const std::vector<char*> argv = kt::null_terminated(argv_s), envp = kt::null_terminated(envs);
-
-    const std::string out = (tmp_.path() / "stdout").string();
-    const std::string err = (tmp_.path() / "stderr").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) throw std::runtime_error("waitpid failed");
-    }
-    Outcome r;
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    for (const auto& a : args) r.args += (r.args.empty() ? "" : " ") + a;
-    return r;
+    return kt::run_kiln(tmp_.path(), args, envs);
   }
 };
-
-bool has(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
 
 // The line of `text` that contains `what`, or "".
 std::string line_with(const std::string& text, const std::string& what) {

@@ -1,14 +1,8 @@
 // `kiln bench --compare` as a user runs it: the built binary (KILN_CLI), small (--device cpu
 // --rounds 1 --runs 2), its table, its JSON, its SVG plot and its errors. The configurations
 // whose feature is compiled out (KILN_WITH_*) must be skipped and said so.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -17,43 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "sibling_program.hpp"
+#include "kiln_command.hpp"
 #include "temp_dir.hpp"
-
-extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int status = -1;  // the exit status; -1 when killed by a signal
-  std::string out, err;
-  std::string args;
-};
-
-std::ostream& operator<<(std::ostream& os, const Outcome& r) {
-  return os << "kiln " << r.args << " -> status " << r.status << "\n--- stdout:\n"
-            << r.out << "--- stderr:\n"
-            << r.err;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-bool has(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
-
-std::size_t occurrences(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
+using kt::has;
+using kt::occurrences;
+using kt::Outcome;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -65,36 +32,8 @@ std::vector<std::string> lines_of(const std::string& text) {
 // Runs the kiln binary with kiln's switches unset (--compare sets its own; its store is a
 // temporary directory of its own), stdout and stderr to files in `dir`.
 Outcome run_kiln(const fs::path& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) {
-    const std::string s(*e);
-    if (s.rfind("KILN_", 0) == 0 && s.rfind("KILN_TEST_", 0) != 0) continue;
-    envs.push_back(s);
-  }
   // Nothing but --compare's own store should be touched: any other would land here.
-  envs.push_back("KILN_CACHE_DIR=" + (dir / "outer-store").string());
-  std::vector<std::string> argv_s{kt::sibling_program(KILN_CLI)};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  const std::vector<char*> argv = kt::null_terminated(argv_s), envp = kt::null_terminated(envs);
-  const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waitpid failed");
-  }
-  Outcome r;
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  for (const auto& a : args) r.args += (r.args.empty() ? "" : " ") + a;
-  return r;
+  return kt::run_kiln(dir, args, {"KILN_CACHE_DIR=" + (dir / "outer-store").string()});
 }
 
 // The configurations this build can run, by the options the test target was built with.
@@ -210,7 +149,7 @@ TEST_F(CliCompare, PlotIsAnSvgWithOneBarPerCell) {
   const Outcome& r = *text_;
   ASSERT_EQ(r.status, 0) << r;
   ASSERT_TRUE(fs::exists(svg_path_)) << r;
-  const std::string svg = slurp(svg_path_);
+  const std::string svg = kt::slurp(svg_path_);
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u) << svg.substr(0, 200);
   EXPECT_TRUE(has(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\"")) << svg.substr(0, 300);
   EXPECT_TRUE(has(svg, "</svg>"));

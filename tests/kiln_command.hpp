@@ -1,0 +1,92 @@
+// The `kiln` command as a user runs it, for the CLI tests: the built binary (KILN_CLI, or its
+// copy beside the test binary), its exit status, stdout and stderr.
+#pragma once
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sibling_program.hpp"
+
+extern char** environ;
+
+namespace kt {
+
+struct Outcome {
+  int status = -1;  // the exit status; -1 when killed by a signal
+  std::string out, err;
+  std::string args;  // for failure messages
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Outcome& r) {
+  return os << "kiln " << r.args << " -> status " << r.status << "\n--- stdout:\n"
+            << r.out << "--- stderr:\n"
+            << r.err;
+}
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline bool has(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+inline std::size_t occurrences(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Runs the kiln binary with `args` in this process's environment less kiln's switches (KILN_*
+// but KILN_TEST_*), plus the `env` entries ("NAME=VALUE"). stdout and stderr go to files in
+// `dir`, so nothing can block.
+inline Outcome run_kiln(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                        const std::vector<std::string>& env) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    const std::string s(*e);
+    if (s.rfind("KILN_", 0) == 0 && s.rfind("KILN_TEST_", 0) != 0) continue;
+    envs.push_back(s);
+  }
+  envs.insert(envs.end(), env.begin(), env.end());
+  std::vector<std::string> argv_s{sibling_program(KILN_CLI)};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  const std::vector<char*> argv = null_terminated(argv_s), envp = null_terminated(envs);
+
+  const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
+  }
+  Outcome r;
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  for (const auto& a : args) r.args += (r.args.empty() ? "" : " ") + a;
+  return r;
+}
+
+}  // namespace kt

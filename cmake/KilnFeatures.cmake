@@ -28,7 +28,12 @@ function(kiln_feature_summary)
       set(why "")
     endif()
     string(TOLOWER ${name} lower)
-    message(STATUS "  ${state}  ${lower}: ${KILN_FEATURE_${name}_DOC}${why}")
+    if(KILN_${name})
+      message(STATUS "  ${state}  ${lower}: ${KILN_FEATURE_${name}_DOC}${why}")
+    else()
+      message(STATUS "  ${state}  ${lower}: ${KILN_FEATURE_${name}_DOC}${why}; without it "
+                     "${KILN_FEATURE_${name}_COST} (KILN_${name}=OFF)")
+    endif()
     if(NOT KILN_${name} AND NOT KILN_QUIET_FEATURES)
       message(WARNING "kiln: ${lower} is off (KILN_${name}=OFF${why}): ${KILN_FEATURE_${name}_COST}. "
                       "Set -DKILN_QUIET_FEATURES=ON to acknowledge.")

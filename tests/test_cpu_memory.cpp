@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cpu/host_buffer.hpp"
@@ -11,6 +12,7 @@
 #include "cpu/parallel.hpp"
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
+#include "kiln/kiln.hpp"
 
 namespace {
 
@@ -37,6 +39,22 @@ TEST(HostBuffer, ImpossibleSizesThrowOutOfMemory) {
       kiln::OutOfMemoryError);
   EXPECT_THROW(kiln::cpu::host_empty({std::int64_t{1} << 61}, kiln::DType::f32),
                kiln::OutOfMemoryError);
+}
+
+// Reading back more elements than host memory can hold is a clear error, not std::bad_alloc. A
+// broadcast view holds 2^62 elements in one float; std::vector refuses the count before any
+// allocator is asked (so AddressSanitizer's allocator, which aborts on huge sizes, is not).
+TEST(HostBuffer, ToVectorPastHostMemoryThrowsOutOfMemory) {
+  const auto one = kiln::Tensor<1>::full({1}, 2.0f);
+  const auto huge = one.expand(kiln::Shape<2>{std::int64_t{1} << 31, std::int64_t{1} << 31});
+  try {
+    (void)huge.to_vector();
+    ADD_FAILURE() << "no OutOfMemoryError";
+  } catch (const kiln::OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("to_vector: cannot allocate 4611686018427387904 x 4"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 class Parallel : public ::testing::TestWithParam<int> {

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -103,14 +105,15 @@ class Tensor {
   const detail::Handle& handle() const { return h_; }
 
   // Read-back, converting to T (float, int32_t or bool); waits for the device.
+  // OutOfMemoryError when host memory cannot hold the result.
   template <class T = float>
   std::vector<T> to_vector() const {
     if constexpr (std::is_same_v<T, bool>) {
-      std::vector<std::uint8_t> bytes(static_cast<std::size_t>(numel()));
+      std::vector<std::uint8_t> bytes = host_vector<std::uint8_t>();
       detail::read(h_, bytes.data(), DType::boolean);
       return std::vector<bool>(bytes.begin(), bytes.end());
     } else {
-      std::vector<T> out(static_cast<std::size_t>(numel()));
+      std::vector<T> out = host_vector<T>();
       detail::read(h_, out.data(), dtype_of<T>());
       return out;
     }
@@ -201,6 +204,18 @@ class Tensor {
   }
 
  private:
+  // numel() elements of host memory for a read-back, or a clear error instead of bad_alloc.
+  template <class T>
+  std::vector<T> host_vector() const {
+    const auto n = static_cast<std::size_t>(numel());
+    try {
+      return std::vector<T>(n);
+    } catch (const std::exception&) {  // std::bad_alloc, or std::length_error past max_size()
+      throw OutOfMemoryError("to_vector: cannot allocate " + std::to_string(n) + " x " +
+                             std::to_string(sizeof(T)) + " bytes of host memory for a tensor of " +
+                             std::to_string(numel()) + " elements");
+    }
+  }
   Tensor un(detail::Unary op) const { return Tensor(detail::unary(op, h_)); }
   Tensor<0> all(detail::Reduction op) const { return Tensor<0>(detail::reduce_all(op, h_)); }
   auto red(detail::Reduction op, int dim) const requires(D > 0) {

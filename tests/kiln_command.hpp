@@ -52,6 +52,27 @@ inline std::size_t occurrences(const std::string& s, const std::string& what) {
   return n;
 }
 
+// Whether `text` (less one trailing newline) is one JSON object or array whose braces and
+// brackets balance outside strings: a crude check that it parses, closing only at its end.
+inline bool is_one_json_value(std::string text) {
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    if (depth < 0 || (depth == 0 && i + 1 != text.size())) return false;
+  }
+  return depth == 0 && !text.empty();
+}
+
 // Runs the kiln binary with `args` in this process's environment less kiln's switches (KILN_*
 // but KILN_TEST_*), plus the `env` entries ("NAME=VALUE"). stdout and stderr go to files in
 // `dir`, so nothing can block.

@@ -52,10 +52,8 @@ void parse_simd(const std::string& v, Config& cfg) {
       cfg.simd_target = v;
       return;
     }
-    std::string valid;
-    for (const std::string& t : targets) valid += (valid.empty() ? "" : ", ") + t;
     throw ValueError("KILN_SIMD=" + v + ": expected one of 0, 1, off, on, false, true, or a SIMD " +
-                     "target this CPU supports, to cap dispatch at: " + valid);
+                     "target this CPU supports, to cap dispatch at: " + cpu::simd_target_list());
 #else
     throw ValueError("KILN_SIMD=" + v + ": expected one of 0, 1, off, on, false, true (kiln was " +
                      "built with -DKILN_SIMD=OFF, so there are no SIMD targets to choose)");
@@ -139,10 +137,12 @@ void set_config(const Config& c) {
                      ": expected -1 (all), 0 (one thread) or a count N >= 1");
   }
 #if KILN_WITH_SIMD
-  if (!c.simd_target.empty()) {
-    const auto& targets = cpu::simd_targets();
-    if (std::find(targets.begin(), targets.end(), c.simd_target) == targets.end())
-      cpu::cap_simd_target(c.simd_target);  // throws the ValueError naming the valid targets
+  const auto& targets = cpu::simd_targets();
+  if (!c.simd_target.empty() &&
+      std::find(targets.begin(), targets.end(), c.simd_target) == targets.end()) {
+    throw ValueError(
+        "set_config: simd_target = '" + c.simd_target +
+        "': not a SIMD target this CPU supports; expected one of: " + cpu::simd_target_list());
   }
 #else
   if (!c.simd_target.empty()) {

@@ -41,6 +41,8 @@ const KernelTable& simd_kernels();
 // The Highway targets compiled in that this CPU supports, best first, lower case ("avx2"),
 // whatever the cap.
 const std::vector<std::string>& simd_targets();
+// simd_targets() joined for messages: "avx2, sse4, ssse3".
+std::string simd_target_list();
 // Caps SIMD dispatch at `target`, one of simd_targets(): no better target is used (KILN_SIMD=avx2,
 // Config::simd_target). "" lifts the cap. Anything else is a ValueError naming the valid ones.
 void cap_simd_target(const std::string& target);

@@ -862,6 +862,12 @@ const KernelTable& simd_kernels() {
 
 const std::vector<std::string>& simd_targets() { return target_names().supported; }
 
+std::string simd_target_list() {
+  std::string list;
+  for (const std::string& t : simd_targets()) list += (list.empty() ? "" : ", ") + t;
+  return list;
+}
+
 void cap_simd_target(const std::string& target) {
   const TargetNames& names = target_names();
   if (target.empty()) {
@@ -876,12 +882,10 @@ void cap_simd_target(const std::string& target) {
     hwy::DisableTargets((std::int64_t{1} << bit) - 1);
     return;
   }
-  std::string valid;
-  for (const std::string& t : names.supported) valid += (valid.empty() ? "" : ", ") + t;
   throw ValueError("SIMD target '" + target +
                    "' is not one this CPU supports among those kiln "
                    "was compiled for; expected one of: " +
-                   valid);
+                   simd_target_list());
 }
 
 }  // namespace kiln::cpu

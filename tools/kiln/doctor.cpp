@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -64,8 +65,11 @@ constexpr FeatureCost kCosts[] = {
 // preset does).
 constexpr bool kQuietBuild = KILN_QUIET_FEATURES;
 
-void feature_findings(std::vector<Finding>& out) {
-  for (const FeatureState& f : features()) {
+// kiln::features(), asked once per report.
+using Features = std::vector<FeatureState>;
+
+void feature_findings(const Features& features, std::vector<Finding>& out) {
+  for (const FeatureState& f : features) {
     for (const FeatureCost& c : kCosts) {
       if (f.name != c.name || f.live) continue;
       if (!f.compiled) {
@@ -82,10 +86,11 @@ void feature_findings(std::vector<Finding>& out) {
   }
 }
 
-bool live(const std::string& name) {
-  for (const FeatureState& f : features())
-    if (f.name == name) return f.live;
-  return false;
+// The feature of that name; features() lists every one the doctor asks about.
+const FeatureState& feature(const Features& features, const std::string& name) {
+  for (const FeatureState& f : features)
+    if (f.name == name) return f;
+  throw std::logic_error("kiln::features() has no " + name);
 }
 
 // ---- the CPU ----
@@ -120,21 +125,19 @@ CpuFacts cpu_facts() {
   return f;
 }
 
-void cpu_findings(const CpuFacts& c, std::vector<Finding>& out) {
-  if (live("threads") && c.threads > 1 && c.blas_threads <= 1) {
+void cpu_findings(const CpuFacts& c, const Features& features, std::vector<Finding>& out) {
+  if (feature(features, "threads").live && c.threads > 1 && c.blas_threads <= 1) {
     out.push_back({"blas",
                    fmt::format("the BLAS runs single-threaded ({}) while kiln uses {} threads",
                                c.blas, c.threads),
                    fmt::format("CPU matmul uses one core of {}", c.hardware_threads),
                    "link a threaded BLAS (Debian: apt-get install libopenblas0-pthread)", true});
   }
-  if (live("simd") && !c.cpu_targets.empty() && c.simd_target != c.cpu_targets.front()) {
-    std::string why = "capped";
-    for (const FeatureState& f : features())
-      if (f.name == "simd") why = f.why;
+  const FeatureState& simd = feature(features, "simd");
+  if (simd.live && !c.cpu_targets.empty() && c.simd_target != c.cpu_targets.front()) {
     out.push_back({"simd",
                    fmt::format("Highway target {} on a CPU that has {} ({})", c.simd_target,
-                               c.cpu_targets.front(), why),
+                               c.cpu_targets.front(), simd.why),
                    "CPU element-wise kernels use narrower vectors than this CPU offers",
                    "unset KILN_SIMD or leave Config::simd_target empty", false});
   }
@@ -188,9 +191,10 @@ StoreFacts store_facts() {
   f.writable = st->persistent() && ::access(f.directory.c_str(), W_OK) == 0;
   f.why = st->persistent() ? (f.writable ? "" : "the directory is not writable") : st->why();
   for (const char* suffix : {"", "-wal"}) {
+    if (f.file.empty()) break;  // memory-only: no file to measure
     std::error_code ec;
     const auto n = std::filesystem::file_size(f.file + suffix, ec);
-    if (!ec && !f.file.empty()) f.file_bytes += static_cast<std::int64_t>(n);
+    if (!ec) f.file_bytes += static_cast<std::int64_t>(n);
   }
   const auto present = present_identities();
   for (const store::Usage& u : st->usage()) {
@@ -213,8 +217,9 @@ void store_findings(const StoreFacts& s, std::vector<Finding>& out) {
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
-void print_text(const std::vector<DeviceInfo>& devs, const CpuFacts& c, const CudaFacts& g,
-                const StoreFacts& s, const std::vector<Finding>& findings, int status) {
+void print_text(const std::vector<DeviceInfo>& devs, const Features& features, const CpuFacts& c,
+                const CudaFacts& g, const StoreFacts& s, const std::vector<Finding>& findings,
+                int status) {
   fmt::print("kiln {} doctor\n\ndevices:\n", version());
   std::vector<std::vector<std::string>> rows{{"name", "present", "backend / why absent"}};
   for (const DeviceInfo& d : devs)
@@ -223,7 +228,7 @@ void print_text(const std::vector<DeviceInfo>& devs, const CpuFacts& c, const Cu
 
   fmt::print("\nfeatures:\n");
   rows = {{"name", "compiled", "live", "why"}};
-  for (const FeatureState& f : features())
+  for (const FeatureState& f : features)
     rows.push_back({f.name, yes_no(f.compiled), yes_no(f.live), f.why});
   print_table(rows, "  ");
 
@@ -287,8 +292,9 @@ std::string json_list(const std::vector<std::string>& items) {
   return out + "]";
 }
 
-void print_json(const std::vector<DeviceInfo>& devs, const CpuFacts& c, const CudaFacts& g,
-                const StoreFacts& s, const std::vector<Finding>& findings, int status) {
+void print_json(const std::vector<DeviceInfo>& devs, const Features& features, const CpuFacts& c,
+                const CudaFacts& g, const StoreFacts& s, const std::vector<Finding>& findings,
+                int status) {
   std::vector<std::string> items;
   for (const DeviceInfo& d : devs) {
     items.push_back(fmt::format(R"({{"name": {}, "present": {}, "backend": {}, "reason": {}}})",
@@ -298,7 +304,7 @@ void print_json(const std::vector<DeviceInfo>& devs, const CpuFacts& c, const Cu
   std::string out = fmt::format(R"({{"version": {}, "devices": [{}], "features": [)",
                                 json_string(version()), fmt::join(items, ", "));
   items.clear();
-  for (const FeatureState& f : features()) {
+  for (const FeatureState& f : features) {
     items.push_back(fmt::format(R"({{"name": {}, "compiled": {}, "live": {}, "why": {}}})",
                                 json_string(f.name), f.compiled, f.live, json_string(f.why)));
   }
@@ -337,20 +343,21 @@ void print_json(const std::vector<DeviceInfo>& devs, const CpuFacts& c, const Cu
 
 int run_doctor(const DoctorOptions& o) {
   const std::vector<DeviceInfo> devs = devices();
+  const Features feats = features();
   const CpuFacts c = cpu_facts();
   const CudaFacts g = cuda_facts();
   const StoreFacts s = store_facts();
   std::vector<Finding> findings;
-  feature_findings(findings);
-  cpu_findings(c, findings);
+  feature_findings(feats, findings);
+  cpu_findings(c, feats, findings);
   store_findings(s, findings);
   int status = 0;
   for (const Finding& f : findings)
     if (f.accident || o.strict) status = 1;
   if (o.json) {
-    print_json(devs, c, g, s, findings, status);
+    print_json(devs, feats, c, g, s, findings, status);
   } else {
-    print_text(devs, c, g, s, findings, status);
+    print_text(devs, feats, c, g, s, findings, status);
   }
   return status;
 }

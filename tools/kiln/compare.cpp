@@ -409,12 +409,6 @@ std::string cell_text(double seconds, double ratio) {
 
 std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
-std::string json_list(const std::vector<std::string>& items) {
-  std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
-  return "[" + s + "]";
-}
-
 struct Context {
   explicit Context(const CompareOptions& o) : options(o), date(today()), cpu(cpu_model()) {}
   const CompareOptions& options;
@@ -513,8 +507,8 @@ void print_json(const Context& ctx, const Measurements& m) {
           fmt::format("{{\"device\": {}, \"name\": {}}}", json_string(d), json_string(b)));
     }
     configs.push_back(fmt::format("{{\"name\": {}, \"environment\": {}, \"backends\": {}}}",
-                                  json_string(m.configs[c].name), json_list(env),
-                                  json_list(backends)));
+                                  json_string(m.configs[c].name), json_array(env),
+                                  json_array(backends)));
   }
   std::vector<std::string> skipped;
   for (const Skipped& s : ctx.skipped) {
@@ -529,7 +523,7 @@ void print_json(const Context& ctx, const Measurements& m) {
       for (const double v : m.per_round(c, row)) rounds.push_back(json_number(v));
       cells.push_back(fmt::format("{}: {{\"seconds\": {}, \"ratio\": {}, \"rounds\": {}}}",
                                   json_string(m.configs[c].name), json_number(m.cell(c, row)),
-                                  json_number(m.ratio(c, row)), json_list(rounds)));
+                                  json_number(m.ratio(c, row)), json_array(rounds)));
     }
     std::string joined;
     for (const std::string& s : cells) joined += (joined.empty() ? "" : ", ") + s;
@@ -548,9 +542,9 @@ void print_json(const Context& ctx, const Measurements& m) {
       "\"primed_kernels\": {}, \"primed_bytes\": {}}}, "
       "\"configurations\": {}, \"skipped\": {}, \"rows\": {}, \"plot\": {}}}\n",
       json_string(version()), json_string(ctx.date), json_string(ctx.cpu), json_string(ctx.device),
-      o.runs, o.rounds, json_list(notes), json_list(ignored), ctx.primed.persistent,
+      o.runs, o.rounds, json_array(notes), json_array(ignored), ctx.primed.persistent,
       json_string(ctx.primed.why), ctx.primed.tune_rows, ctx.primed.kernels, ctx.primed.bytes,
-      json_list(configs), json_list(skipped), json_list(rows),
+      json_array(configs), json_array(skipped), json_array(rows),
       o.plot.empty() ? "null" : json_string(o.plot));
 }
 

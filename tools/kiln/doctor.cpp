@@ -286,10 +286,11 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
   }
 }
 
-std::string json_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (const std::string& s : items) out += (out.size() > 1 ? ", " : "") + json_string(s);
-  return out + "]";
+// A JSON array of strings.
+std::string json_strings(const std::vector<std::string>& items) {
+  std::vector<std::string> quoted;
+  for (const std::string& s : items) quoted.push_back(json_string(s));
+  return json_array(quoted);
 }
 
 void print_json(const std::vector<DeviceInfo>& devs, const Features& features, const CpuFacts& c,
@@ -308,10 +309,11 @@ void print_json(const std::vector<DeviceInfo>& devs, const Features& features, c
     items.push_back(fmt::format(R"({{"name": {}, "compiled": {}, "live": {}, "why": {}}})",
                                 json_string(f.name), f.compiled, f.live, json_string(f.why)));
   }
-  out += fmt::format(R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
-                     R"("hardware_threads": {}, "blas": {}, "blas_threads": {}}}, )",
-                     fmt::join(items, ", "), json_string(c.simd_target), json_list(c.cpu_targets),
-                     c.threads, c.hardware_threads, json_string(c.blas), c.blas_threads);
+  out +=
+      fmt::format(R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
+                  R"("hardware_threads": {}, "blas": {}, "blas_threads": {}}}, )",
+                  fmt::join(items, ", "), json_string(c.simd_target), json_strings(c.cpu_targets),
+                  c.threads, c.hardware_threads, json_string(c.blas), c.blas_threads);
   out += fmt::format(
       R"("cuda": {{"built": {}, "runtime": {}, "driver": {}, "nvrtc": {}, "cublas": {}}}, )",
       g.built, json_string(g.runtime), json_string(g.driver), json_string(g.nvrtc),

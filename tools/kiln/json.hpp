@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::cli {
 
@@ -36,6 +37,13 @@ inline std::string json_string(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+// A JSON array of values that are JSON text already.
+inline std::string json_array(const std::vector<std::string>& values) {
+  std::string s;
+  for (const std::string& v : values) s += (s.empty() ? "" : ", ") + v;
+  return "[" + s + "]";
 }
 
 }  // namespace kiln::cli

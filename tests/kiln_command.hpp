@@ -74,15 +74,18 @@ inline bool is_one_json_value(std::string text) {
 }
 
 // Runs the kiln binary with `args` in this process's environment less kiln's switches (KILN_*
-// but KILN_TEST_*), plus the `env` entries ("NAME=VALUE"). stdout and stderr go to files in
-// `dir`, so nothing can block.
+// but KILN_TEST_*) and less the variables `env` sets, plus the `env` entries ("NAME=VALUE").
+// stdout and stderr go to files in `dir`, so nothing can block.
 inline Outcome run_kiln(const std::filesystem::path& dir, const std::vector<std::string>& args,
                         const std::vector<std::string>& env) {
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
     const std::string s(*e);
     if (s.rfind("KILN_", 0) == 0 && s.rfind("KILN_TEST_", 0) != 0) continue;
-    envs.push_back(s);
+    const std::string name = s.substr(0, s.find('=') + 1);
+    bool replaced = false;
+    for (const std::string& e2 : env) replaced = replaced || e2.rfind(name, 0) == 0;
+    if (!replaced) envs.push_back(s);
   }
   envs.insert(envs.end(), env.begin(), env.end());
   std::vector<std::string> argv_s{sibling_program(KILN_CLI)};

@@ -393,6 +393,20 @@ TEST_F(CliTest, DoctorShowsASimdCap) {
 #endif
 }
 
+// OpenBLAS made to run its SSE3 kernels, as it does on a CPU model newer than it knows.
+TEST_F(CliTest, DoctorFindsABlasRunningKernelsNarrowerThanTheCpu) {
+  const Outcome r = kiln({"doctor"}, {"OPENBLAS_CORETYPE=Prescott"});
+  if (!has(r.out, "blas core     Prescott")) GTEST_SKIP() << "the BLAS is not OpenBLAS\n" << r;
+  const std::string best = line_with(r.out, "cpu supports");
+  if (!has(best, "supports  avx")) GTEST_SKIP() << "this CPU has no AVX2: Prescott fits it";
+  EXPECT_EQ(r.status, 1) << r;
+  EXPECT_TRUE(has(r.out, "[lost] OpenBLAS runs its Prescott kernels (no AVX2) on a CPU that has"))
+      << r;
+  EXPECT_TRUE(has(r.out, "fix: set OPENBLAS_CORETYPE=")) << r;
+  const Outcome fixed = kiln({"doctor"}, {"OPENBLAS_CORETYPE=Haswell"});
+  EXPECT_FALSE(has(fixed.out, "OpenBLAS runs its")) << fixed;
+}
+
 TEST_F(CliTest, DoctorJsonIsOneObject) {
   const Outcome r = kiln({"doctor", "--json"});
   ASSERT_FALSE(r.out.empty()) << r;

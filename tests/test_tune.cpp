@@ -57,6 +57,24 @@ TEST(TuneKey, NearbyMatmulsShareAKeyAndKeepTheirExactShape) {
   EXPECT_EQ(kiln::tune::matmul_key(f), "matmul f32 highest NT b4 m1024 n1024 k1024");
 }
 
+TEST(TuneKey, AMatmulKeyParsesBackToItsBucketedProblem) {
+  const kiln::tune::MatmulProblem p{"f32", "high", 'T', 'N', 3, 1000, 64, 5};
+  const auto q = kiln::tune::parse_matmul_key(kiln::tune::matmul_key(p));
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->dtype, "f32");
+  EXPECT_EQ(q->precision, "high");
+  EXPECT_EQ(q->op_a, 'T');
+  EXPECT_EQ(q->op_b, 'N');
+  EXPECT_EQ(q->batch, 4);
+  EXPECT_EQ(q->m, 1024);
+  EXPECT_EQ(q->n, 64);
+  EXPECT_EQ(q->k, 8);
+  for (const char* other : {"", "matmul", "matmul f32 highest NN b1 m2 n2", "conv f32 high NN b1 m1 n1 k1",
+                            "matmul f32 highest NNN b1 m1 n1 k1", "matmul f32 highest NN b1 m3 n4 k4",
+                            "matmul f32 highest NN b1 m4 n4 k4 x"})
+    EXPECT_FALSE(kiln::tune::parse_matmul_key(other).has_value()) << other;
+}
+
 // Candidates that write a number as their "output" and take a scripted time.
 struct FakeOp {
   struct Spec {

@@ -45,6 +45,7 @@ struct BlasApi {
   GetInt get_int = nullptr;
   GetDim get_dim = nullptr;
   std::string library = "unknown CBLAS";
+  std::string core;
 
   BlasApi() {
     if (auto config = find_symbol<char* (*)()>("openblas_get_config")) {
@@ -53,6 +54,10 @@ struct BlasApi {
       const char* text = config();
       library = text != nullptr ? text : "OpenBLAS";
       if (library.rfind("OpenBLAS", 0) != 0) library = "OpenBLAS " + library;
+      if (auto corename = find_symbol<char* (*)()>("openblas_get_corename")) {
+        const char* name = corename();
+        core = name != nullptr ? name : "";
+      }
     } else if (auto mkl_version = find_symbol<void (*)(char*, int)>("mkl_get_version_string")) {
       set_int = find_symbol<SetInt>("MKL_Set_Num_Threads");
       get_int = find_symbol<GetInt>("MKL_Get_Max_Threads");
@@ -152,6 +157,8 @@ const float* batch_data(const Operand& o, std::int64_t b, float* tmp) {
 }  // namespace
 
 std::string blas_library() { return blas_api().library; }
+
+std::string blas_core() { return blas_api().core; }
 
 int blas_threads() {
   const BlasApi& api = blas_api();

@@ -1,12 +1,13 @@
 #include "cuda/cuda_backend.hpp"
 
 #include "cuda/check.hpp"
+#include "cuda/cublaslt_state.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
 
 namespace kiln::cuda {
 
-CudaBackend::CudaBackend(int index) : ctx_(context(index)) {}
+CudaBackend::CudaBackend(int index) : ctx_(context(index)) { prepare_lt_in_background(ctx_); }
 
 std::string CudaBackend::name() const { return "cuda<" + ctx_.arch() + ">"; }
 

@@ -8,10 +8,14 @@
 
 #include "cuda/context.hpp"
 #include "dispatch/backend.hpp"
+#if KILN_WITH_AUTOTUNE
+#include "tune/tune_key.hpp"
+#endif
 
 namespace kiln::cuda {
 
 using detail::TensorImpl;
+struct LtState;  // cublaslt_state.hpp
 
 // elementwise.cpp: a generated kernel (src/ir/cuda_codegen.cpp) per program and layout.
 void elementwise(Context& ctx, const ir::Program& program,
@@ -29,6 +33,12 @@ bool reduce_prologue(Context& ctx, detail::ReduceOp op, const detail::Prologue& 
 // matmul.cpp: cuBLASLt, under kiln::float32_matmul_precision().
 void matmul(Context& ctx, const TensorImpl& a, const TensorImpl& b, const TensorImpl& out);
 #if KILN_WITH_AUTOTUNE
+// Runs a stored tuned choice (`value`, as the tuner saved it) once on scratch memory of the
+// problem's shape, so that cuBLASLt is set up for its compute type and its kernel is loaded
+// before the first real call (cublaslt_state.hpp). Does nothing for kiln's own kernels, a value
+// that is no algorithm, one that does not apply, or a problem of more than 64 MiB.
+void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& problem,
+                    const std::string& value);
 // For the tests: runs every candidate the tuner would time for out = a @ b (the heuristic's
 // algorithms, kiln's own kernels where they take the problem), each writing out, and calls
 // after_run(candidate name) once it has finished.

@@ -31,6 +31,7 @@
 #include "core/log.hpp"
 #include "core/runtime_config.hpp"
 #include "cuda/check.hpp"
+#include "cuda/cublaslt_state.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/gemm_kernel.hpp"
@@ -50,26 +51,8 @@
 namespace kiln::cuda {
 namespace {
 
-// Enough for cuBLASLt's split-k and stream-k kernels on large problems (its own guidance for
-// Hopper is 32 MiB).
-constexpr std::uint64_t kWorkspaceBytes = std::uint64_t{32} << 20;
 // How many of the heuristic's algorithms the tuner times (it may return fewer).
 constexpr int kTunedAlgorithms = 16;
-
-// A cuBLASLt descriptor, destroyed with its owner.
-template <class T, cublasStatus_t (*Destroy)(T)>
-struct Owned {
-  T h = nullptr;
-  Owned() = default;
-  Owned(const Owned&) = delete;
-  Owned& operator=(const Owned&) = delete;
-  ~Owned() {
-    if (h) Destroy(h);  // a destructor must not throw; destroying a valid descriptor cannot fail
-  }
-};
-using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
-using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
-using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
 // One operand in cuBLASLt's terms: the stored column-major rows x cols matrix and its op.
 struct Operand {
@@ -145,18 +128,10 @@ std::optional<GemmVariant> own_from_value(const std::string& value) {
   return std::nullopt;
 }
 
-// Per device: one handle and one workspace, made at first use and kept. The workspace is
-// shared by every call because every call of a device is queued on its one stream.
-struct DeviceState {
-  cublasLtHandle_t handle = nullptr;
-  std::shared_ptr<detail::Buffer> workspace;
-};
-
-// All under one mutex. Never destroyed: destroying handles after the CUDA runtime has shut
-// down at exit is undefined, and a plan is never erased, so pointers to one stay valid.
+// The plans, under one mutex. Never destroyed (as the cuBLASLt state, cublaslt_state.hpp), and a
+// plan is never erased, so pointers to one stay valid.
 struct Cache {
   std::mutex mu;
-  std::map<int, DeviceState> devices;
   std::map<Key, std::unique_ptr<Plan>> plans;
 };
 Cache& cache() {
@@ -229,16 +204,16 @@ std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t hand
 }
 
 // Queues the product with one algorithm.
-void run_algo(const DeviceState& dev, const Plan& plan, const cublasLtMatmulAlgo_t& algo,
-              const Operand& a, const Operand& b, const TensorImpl& out, cudaStream_t stream) {
+void run_algo(const LtState& dev, const Plan& plan, const cublasLtMatmulAlgo_t& algo,
+              const Operand& a, const Operand& b, void* out, cudaStream_t stream) {
   const float one = 1.0f, zero = 0.0f;
   KILN_CUDA_CHECK(cublasLtMatmul(dev.handle, plan.desc.h, &one, b.data, plan.a.h, a.data, plan.b.h,
-                                 &zero, out.data(), plan.d.h, out.data(), plan.d.h, &algo,
+                                 &zero, out, plan.d.h, out, plan.d.h, &algo,
                                  dev.workspace->data(), kWorkspaceBytes, stream));
 }
 
 // Whether cuBLASLt runs `algo` on this plan's problem within kiln's workspace.
-bool algo_applies(const DeviceState& dev, const Plan& plan, const cublasLtMatmulAlgo_t& algo) {
+bool algo_applies(const LtState& dev, const Plan& plan, const cublasLtMatmulAlgo_t& algo) {
   cublasLtMatmulHeuristicResult_t r{};
   return cublasLtMatmulAlgoCheck(dev.handle, plan.desc.h, plan.a.h, plan.b.h, plan.d.h, plan.d.h,
                                  &algo, &r) == CUBLAS_STATUS_SUCCESS &&
@@ -248,14 +223,14 @@ bool algo_applies(const DeviceState& dev, const Plan& plan, const cublasLtMatmul
 #if KILN_WITH_AUTOTUNE
 // What the tuner times for a plan: each of the heuristic's algorithms, then kiln's own kernels.
 // The candidates refer to their arguments, which must outlive them.
-std::vector<tune::Candidate> candidates(Context& ctx, const DeviceState& dev, const Plan& plan,
+std::vector<tune::Candidate> candidates(Context& ctx, const LtState& dev, const Plan& plan,
                                         const std::vector<cublasLtMatmulAlgo_t>& algos,
                                         const TensorImpl& a_in, const TensorImpl& b_in,
                                         const Operand& a, const Operand& b, const TensorImpl& out) {
   std::vector<tune::Candidate> list;
   for (const cublasLtMatmulAlgo_t& algo : algos) {
     list.push_back({algo_name(algo), algo_value(algo),
-                    [&, algo] { run_algo(dev, plan, algo, a, b, out, ctx.stream); }});
+                    [&, algo] { run_algo(dev, plan, algo, a, b, out.data(), ctx.stream); }});
   }
   for (GemmVariant v : kOwnVariants) {
     list.push_back({fmt::format("kiln gemm {}", gemm_variant_name(v)), own_value(v), [&, v] {
@@ -296,7 +271,7 @@ tune::Request tune_request(Context& ctx, const Key& key, const Operand& a, const
 // A choice already known (in memory or in the store) that runs this exact problem, made into
 // the plan without asking the heuristic (whose first query in a process is slow); false when
 // there is none.
-bool apply_known(Context& ctx, const DeviceState& dev, Plan& plan, const Key& key, const Operand& a,
+bool apply_known(Context& ctx, const LtState& dev, Plan& plan, const Key& key, const Operand& a,
                  const Operand& b) {
   std::optional<tune::StoreRecords> records;
   const auto c = tune::process_tuner().known(tune_request(ctx, key, a, b, records));
@@ -310,7 +285,7 @@ bool apply_known(Context& ctx, const DeviceState& dev, Plan& plan, const Key& ke
 // The tuner's choice for the plan's problem among `algos` (the heuristic's, best first) and
 // kiln's own kernels, made into the plan; the output is written by the candidates while they
 // are timed (the caller then runs the choice).
-void choose_tuned(Context& ctx, const DeviceState& dev, Plan& plan, const Key& key,
+void choose_tuned(Context& ctx, const LtState& dev, Plan& plan, const Key& key,
                   const std::vector<cublasLtMatmulAlgo_t>& algos, const TensorImpl& a_in,
                   const TensorImpl& b_in, const Operand& a, const Operand& b,
                   const TensorImpl& out) {
@@ -389,27 +364,16 @@ bool prepare(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const
   return true;
 }
 
-// The device's cuBLASLt handle and workspace, made at first use; under the cache's lock.
-DeviceState& device_state(Context& ctx, Cache& c) {
-  DeviceState& s = c.devices[ctx.index];
-  if (!s.handle) {
-    s.workspace = device_alloc(ctx, kWorkspaceBytes);
-    KILN_CUDA_CHECK(cublasLtCreate(&s.handle));  // made with this device current
-  }
-  return s;
-}
-
 }  // namespace
 
 void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const TensorImpl& out) {
   Problem p;
   if (!prepare(ctx, a_in, b_in, out, p)) return;
+  const LtState& s = lt_state(ctx);  // (may wait for its set-up in the background)
   Cache& c = cache();
   const Plan* plan = nullptr;
-  const DeviceState* dev = nullptr;
   {
     std::lock_guard lock(c.mu);
-    DeviceState& s = device_state(ctx, c);
     auto it = c.plans.find(p.key);
     if (it == c.plans.end()) {
       auto made = std::make_unique<Plan>();
@@ -429,23 +393,52 @@ void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const 
       it = c.plans.emplace(p.key, std::move(made)).first;
     }
     plan = it->second.get();
-    dev = &s;
   }
 
   // Plans are read-only once made, so the launch needs no lock.
   if (plan->own && own_gemm(ctx, *plan->own, a_in, b_in, out)) return;
-  run_algo(*dev, *plan, plan->algo, p.a, p.b, out, ctx.stream);
+  run_algo(s, *plan, plan->algo, p.a, p.b, out.data(), ctx.stream);
 }
 
 #if KILN_WITH_AUTOTUNE
+void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& problem,
+                    const std::string& value) {
+  constexpr std::int64_t kMaxScratchBytes = std::int64_t{64} << 20;
+  const auto algo = algo_from_value(value);
+  if (!algo) return;  // kiln's own kernel: its cubin is loaded from the store at the first call
+  const std::int64_t batch = problem.batch, m = problem.m, n = problem.n, k = problem.k;
+  const std::int64_t a_size = m * k, b_size = k * n, d_size = m * n;
+  const std::int64_t bytes = batch * (a_size + b_size + d_size) * std::int64_t{sizeof(float)};
+  if (bytes <= 0 || bytes > kMaxScratchBytes) return;
+  // Contiguous operands in one zeroed scratch buffer, read as matmul() reads a row-major a
+  // [batch, m, k] (or a transposed view of one, op 'T') and b [batch, k, n].
+  ctx.make_current();
+  const auto scratch = device_alloc(ctx, static_cast<std::size_t>(bytes));
+  KILN_CUDA_CHECK(cudaMemsetAsync(scratch->data(), 0, static_cast<std::size_t>(bytes), ctx.stream));
+  float* base = static_cast<float*>(scratch->data());
+  auto batched = [batch](std::int64_t size) { return batch == 1 ? 0 : size; };
+  const Operand a = problem.op_a == 'N' ? Operand{CUBLAS_OP_N, k, m, k, batched(a_size), base}
+                                        : Operand{CUBLAS_OP_T, m, k, m, batched(a_size), base};
+  float* b_data = base + batch * a_size;
+  const Operand b = problem.op_b == 'N' ? Operand{CUBLAS_OP_N, n, k, n, batched(b_size), b_data}
+                                        : Operand{CUBLAS_OP_T, k, n, k, batched(b_size), b_data};
+  float* out = b_data + batch * b_size;
+  const Operand d{CUBLAS_OP_N, n, m, n, batched(d_size), out};
+  Key key{};
+  key.precision = problem.precision == "high" ? Precision::high : Precision::highest;
+  key.batch = batch;
+  Plan plan;
+  make_descriptors(plan, key, a, b, d);
+  if (algo_applies(lt, plan, *algo)) run_algo(lt, plan, *algo, a, b, out, ctx.stream);
+}  // (the scratch is freed in stream order, after the product)
+
 void for_each_matmul_candidate(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in,
                                const TensorImpl& out,
                                const std::function<void(const std::string&)>& after_run) {
   Problem p;
   if (!prepare(ctx, a_in, b_in, out, p)) return;
-  Cache& c = cache();
-  std::lock_guard lock(c.mu);
-  const DeviceState& s = device_state(ctx, c);
+  const LtState& s = lt_state(ctx);
+  std::lock_guard lock(cache().mu);
   Plan plan;
   make_descriptors(plan, p.key, p.a, p.b, p.d);
   const std::vector<cublasLtMatmulAlgo_t> algos =

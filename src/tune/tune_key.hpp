@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace kiln::tune {
 
@@ -24,6 +26,8 @@ struct MatmulProblem {
 // "matmul f32 highest NT b1 m1024 n1024 k1024": dtype, precision, layout and the bucketed
 // extents (the batch too).
 std::string matmul_key(const MatmulProblem& p);
+// The problem of a key matmul_key made, with the bucketed extents; nullopt for any other key.
+std::optional<MatmulProblem> parse_matmul_key(std::string_view key);
 // The exact problem for listings: "f32 [1, 1000, 1030] x [1, 1030, 1024] NT highest".
 std::string matmul_shape(const MatmulProblem& p);
 

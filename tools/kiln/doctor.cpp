@@ -102,7 +102,8 @@ struct CpuFacts {
   int threads = 1;                       // kiln's CPU loops (oneTBB)
   unsigned hardware_threads = 1;
   std::string blas;
-  int blas_threads = 1;  // as the BLAS reports it after a product large enough to thread
+  std::string blas_core;  // the BLAS's kernels for this CPU, where it says ("Haswell")
+  int blas_threads = 1;   // as the BLAS reports it after a product large enough to thread
 };
 
 CpuFacts cpu_facts() {
@@ -117,6 +118,7 @@ CpuFacts cpu_facts() {
   f.threads = cpu::thread_count();
   f.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
   f.blas = cpu::blas_library();
+  f.blas_core = cpu::blas_core();
   // kiln gives the BLAS its thread count per product (src/cpu/matmul.cpp): ask after one large
   // enough to be threaded, so that the count is what CPU matmul really runs on.
   const auto a = Tensor<2>::ones({256, 256}, DType::f32, cpu);
@@ -125,7 +127,32 @@ CpuFacts cpu_facts() {
   return f;
 }
 
+// Whether OpenBLAS's kernel set `core` uses AVX2 or wider vectors. OpenBLAS picks it from the CPU
+// model; a model newer than the library (Debian 12's 0.3.21 on a 5th-generation Xeon) gets the
+// SSE3 "Prescott" kernels, which measured 5x slower there (docs/benchmarks.md).
+bool wide_blas_core(const std::string& core) {
+  for (const char* wide : {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake",
+                           "SapphireRapids", "Neoverse", "ARMV8SVE", "A64FX"}) {
+    if (core.rfind(wide, 0) == 0) return true;
+  }
+  return false;
+}
+
 void cpu_findings(const CpuFacts& c, const Features& features, std::vector<Finding>& out) {
+  const std::string best = c.cpu_targets.empty() ? "" : c.cpu_targets.front();
+  if (!c.blas_core.empty() && best.rfind("avx", 0) == 0 && !wide_blas_core(c.blas_core)) {
+    const char* fit = best.rfind("avx3", 0) == 0 ? "SkylakeX" : "Haswell";
+    out.push_back(
+        {"blas",
+         fmt::format("OpenBLAS runs its {} kernels (no AVX2) on a CPU that has {}: it does not "
+                     "know this CPU model",
+                     c.blas_core, best),
+         "CPU matmul about 5x slower (1024^3 f32 on the H200 host's 16 Xeon cores: 8.9 ms "
+         "instead of 1.7 ms)",
+         fmt::format("set OPENBLAS_CORETYPE={} in the environment, or install a newer OpenBLAS",
+                     fit),
+         true});
+  }
   if (feature(features, "threads").live && c.threads > 1 && c.blas_threads <= 1) {
     out.push_back({"blas",
                    fmt::format("the BLAS runs single-threaded ({}) while kiln uses {} threads",
@@ -240,6 +267,7 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
                {"threads",
                 fmt::format("{} of {} hardware threads (oneTBB)", c.threads, c.hardware_threads)},
                {"blas", c.blas},
+               {"blas core", c.blas_core.empty() ? "(not reported)" : c.blas_core},
                {"blas threads", std::to_string(c.blas_threads)}},
               "  ");
 
@@ -311,9 +339,10 @@ void print_json(const std::vector<DeviceInfo>& devs, const Features& features, c
   }
   out +=
       fmt::format(R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
-                  R"("hardware_threads": {}, "blas": {}, "blas_threads": {}}}, )",
+                  R"("hardware_threads": {}, "blas": {}, "blas_core": {}, "blas_threads": {}}}, )",
                   fmt::join(items, ", "), json_string(c.simd_target), json_strings(c.cpu_targets),
-                  c.threads, c.hardware_threads, json_string(c.blas), c.blas_threads);
+                  c.threads, c.hardware_threads, json_string(c.blas), json_string(c.blas_core),
+                  c.blas_threads);
   out += fmt::format(
       R"("cuda": {{"built": {}, "runtime": {}, "driver": {}, "nvrtc": {}, "cublas": {}}}, )",
       g.built, json_string(g.runtime), json_string(g.driver), json_string(g.nvrtc),

@@ -32,10 +32,10 @@ cublasLtMatmulAlgo_t heuristic_first(const cuda::LtState& lt, std::uint64_t n) {
             CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasLtMatrixLayoutCreate(&layout.h, CUDA_R_32F, n, n, n), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref.h), CUBLAS_STATUS_SUCCESS);
-  EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                 &cuda::kWorkspaceBytes,
-                                                 sizeof(cuda::kWorkspaceBytes)),
-            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(
+      cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &cuda::kWorkspaceBytes, sizeof(cuda::kWorkspaceBytes)),
+      CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(lt.handle, desc.h, layout.h, layout.h, layout.h,

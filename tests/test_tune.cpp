@@ -69,9 +69,10 @@ TEST(TuneKey, AMatmulKeyParsesBackToItsBucketedProblem) {
   EXPECT_EQ(q->m, 1024);
   EXPECT_EQ(q->n, 64);
   EXPECT_EQ(q->k, 8);
-  for (const char* other : {"", "matmul", "matmul f32 highest NN b1 m2 n2", "conv f32 high NN b1 m1 n1 k1",
-                            "matmul f32 highest NNN b1 m1 n1 k1", "matmul f32 highest NN b1 m3 n4 k4",
-                            "matmul f32 highest NN b1 m4 n4 k4 x"})
+  for (const char* other :
+       {"", "matmul", "matmul f32 highest NN b1 m2 n2", "conv f32 high NN b1 m1 n1 k1",
+        "matmul f32 highest NNN b1 m1 n1 k1", "matmul f32 highest NN b1 m3 n4 k4",
+        "matmul f32 highest NN b1 m4 n4 k4 x"})
     EXPECT_FALSE(kiln::tune::parse_matmul_key(other).has_value()) << other;
 }
 

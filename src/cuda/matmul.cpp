@@ -208,8 +208,8 @@ void run_algo(const LtState& dev, const Plan& plan, const cublasLtMatmulAlgo_t& 
               const Operand& a, const Operand& b, void* out, cudaStream_t stream) {
   const float one = 1.0f, zero = 0.0f;
   KILN_CUDA_CHECK(cublasLtMatmul(dev.handle, plan.desc.h, &one, b.data, plan.a.h, a.data, plan.b.h,
-                                 &zero, out, plan.d.h, out, plan.d.h, &algo,
-                                 dev.workspace->data(), kWorkspaceBytes, stream));
+                                 &zero, out, plan.d.h, out, plan.d.h, &algo, dev.workspace->data(),
+                                 kWorkspaceBytes, stream));
 }
 
 // Whether cuBLASLt runs `algo` on this plan's problem within kiln's workspace.

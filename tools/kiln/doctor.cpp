@@ -337,12 +337,11 @@ void print_json(const std::vector<DeviceInfo>& devs, const Features& features, c
     items.push_back(fmt::format(R"({{"name": {}, "compiled": {}, "live": {}, "why": {}}})",
                                 json_string(f.name), f.compiled, f.live, json_string(f.why)));
   }
-  out +=
-      fmt::format(R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
-                  R"("hardware_threads": {}, "blas": {}, "blas_core": {}, "blas_threads": {}}}, )",
-                  fmt::join(items, ", "), json_string(c.simd_target), json_strings(c.cpu_targets),
-                  c.threads, c.hardware_threads, json_string(c.blas), json_string(c.blas_core),
-                  c.blas_threads);
+  out += fmt::format(
+      R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
+      R"("hardware_threads": {}, "blas": {}, "blas_core": {}, "blas_threads": {}}}, )",
+      fmt::join(items, ", "), json_string(c.simd_target), json_strings(c.cpu_targets), c.threads,
+      c.hardware_threads, json_string(c.blas), json_string(c.blas_core), c.blas_threads);
   out += fmt::format(
       R"("cuda": {{"built": {}, "runtime": {}, "driver": {}, "nvrtc": {}, "cublas": {}}}, )",
       g.built, json_string(g.runtime), json_string(g.driver), json_string(g.nvrtc),

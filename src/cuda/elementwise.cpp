@@ -3,16 +3,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "ir/cuda_codegen.hpp"
+#include "ir/hashed_cache.hpp"
 
 namespace kiln::cuda {
 namespace {
@@ -74,8 +73,7 @@ bool aligned(const void* p, std::size_t bytes) {
 }
 
 // Compiled kernels by (arch, program structure, layout), so that a repeated op neither
-// generates source nor hashes it. A bucket holds the entries of one hash, compared in full; the
-// lookup allocates nothing.
+// generates source nor hashes it (ir/hashed_cache.hpp).
 cudaKernel_t kernel_for(const Context& ctx, const ir::Program& p, const ir::CudaLayout& l) {
   struct Entry {
     int arch;
@@ -83,28 +81,19 @@ cudaKernel_t kernel_for(const Context& ctx, const ir::Program& p, const ir::Cuda
     ir::CudaLayout layout;
     cudaKernel_t kernel;
   };
-  static std::mutex mu;
-  static std::unordered_map<std::uint64_t, std::vector<Entry>> kernels;
+  static ir::HashedCache<Entry> kernels;
   const int arch = ctx.cc_major * 10 + ctx.cc_minor;
-  std::uint64_t key = p.structure_hash() ^ static_cast<std::uint64_t>(arch) << 56;
-  auto mix = [&key](std::uint64_t v) { key = (key ^ v) * 1099511628211ull; };
-  mix(static_cast<std::uint64_t>(l.rank) << 2 | l.vectorized << 1 | l.wide_index);
-  for (ir::Access a : l.inputs) mix(static_cast<std::uint64_t>(a));
-  for (ir::Access a : l.outputs) mix(static_cast<std::uint64_t>(a) + 8);
-  {
-    std::lock_guard lock(mu);
-    auto it = kernels.find(key);
-    if (it != kernels.end()) {
-      for (const Entry& e : it->second)
-        if (e.arch == arch && e.layout == l && e.program == p) return e.kernel;
-    }
-  }
+  std::uint64_t hash = p.structure_hash() ^ static_cast<std::uint64_t>(arch) << 56;
+  ir::hash_mix(hash, static_cast<std::uint64_t>(l.rank) << 2 | l.vectorized << 1 | l.wide_index);
+  for (ir::Access a : l.inputs) ir::hash_mix(hash, static_cast<std::uint64_t>(a));
+  for (ir::Access a : l.outputs) ir::hash_mix(hash, static_cast<std::uint64_t>(a) + 8);
+  const Entry* e = kernels.find(
+      hash, [&](const Entry& e) { return e.arch == arch && e.layout == l && e.program == p; });
+  if (e) return e->kernel;
   ir::CudaKernel k = ir::cuda_kernel(p, l);
   cudaKernel_t fn =
       cached_kernel(k.source, "kiln_elementwise_" + l.tag() + ".cu", k.name, ctx.arch());
-  std::lock_guard lock(mu);
-  kernels[key].push_back({arch, p, l, fn});
-  return fn;
+  return kernels.insert(hash, {arch, p, l, fn}).kernel;
 }
 
 // What one launch builds, kept per thread so that a launch allocates nothing once the vectors

@@ -30,6 +30,7 @@
 #include "cuda/device_memory.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/reduce_source.hpp"
+#include "ir/hashed_cache.hpp"
 #include "ir/program.hpp"
 #include "kiln/error.hpp"
 
@@ -157,28 +158,21 @@ Kernels prologue_kernels_for(const Context& ctx, const ReducePrologueSpec& ps) {
     int sets;
     Kernels kernels;
   };
-  static std::mutex mu;
-  static std::unordered_map<std::uint64_t, std::vector<Entry>> cache;
+  static ir::HashedCache<Entry> cache;
   const int arch = ctx.cc_major * 10 + ctx.cc_minor;
   const ReduceKernelSpec& s = ps.reduce;
-  std::uint64_t key = ps.program->structure_hash() ^ static_cast<std::uint64_t>(arch) << 56;
-  auto mix = [&key](std::uint64_t v) { key = (key ^ v) * 1099511628211ull; };
-  mix(static_cast<std::uint64_t>(s.op) << 8 | static_cast<std::uint64_t>(s.dtype));
-  mix(static_cast<std::uint64_t>(s.outer_rank) << 16 | static_cast<std::uint64_t>(s.reduced_rank));
-  mix(static_cast<std::uint64_t>(s.variant) << 1 | s.wide_index);
-  mix(static_cast<std::uint64_t>(ps.sets));
-  for (int set : ps.input_sets) mix(static_cast<std::uint64_t>(set + 1));
-  {
-    std::lock_guard lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      for (const Entry& e : it->second) {
-        if (e.arch == arch && e.spec == s && e.sets == ps.sets && e.input_sets == ps.input_sets &&
-            e.program == *ps.program)
-          return e.kernels;
-      }
-    }
-  }
+  std::uint64_t hash = ps.program->structure_hash() ^ static_cast<std::uint64_t>(arch) << 56;
+  ir::hash_mix(hash, static_cast<std::uint64_t>(s.op) << 8 | static_cast<std::uint64_t>(s.dtype));
+  ir::hash_mix(hash, static_cast<std::uint64_t>(s.outer_rank) << 16 |
+                         static_cast<std::uint64_t>(s.reduced_rank));
+  ir::hash_mix(hash, static_cast<std::uint64_t>(s.variant) << 1 | s.wide_index);
+  ir::hash_mix(hash, static_cast<std::uint64_t>(ps.sets));
+  for (int set : ps.input_sets) ir::hash_mix(hash, static_cast<std::uint64_t>(set + 1));
+  const Entry* e = cache.find(hash, [&](const Entry& e) {
+    return e.arch == arch && e.spec == s && e.sets == ps.sets && e.input_sets == ps.input_sets &&
+           e.program == *ps.program;
+  });
+  if (e) return e->kernels;
   const ReducePrologueSource src = reduce_prologue_source({&ps, 1});
   const std::string& name = src.kernels[0];
   Kernels k;
@@ -187,9 +181,7 @@ Kernels prologue_kernels_for(const Context& ctx, const ReducePrologueSpec& ps) {
     k.combine =
         cached_kernel(src.source, name + ".cu", reduce_combine_name(s.op, s.dtype), ctx.arch());
   }
-  std::lock_guard lock(mu);
-  cache[key].push_back({arch, *ps.program, s, ps.input_sets, ps.sets, k});
-  return k;
+  return cache.insert(hash, {arch, *ps.program, s, ps.input_sets, ps.sets, k}).kernels;
 }
 
 // The plan and kernel spec of a reduction of `dtype` over kept and red (coalesced, red of rank

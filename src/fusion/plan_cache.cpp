@@ -1,7 +1,8 @@
 #include "fusion/plan_cache.hpp"
 
-#include <mutex>
-#include <unordered_map>
+#include <memory>
+
+#include "ir/hashed_cache.hpp"
 
 namespace kiln::fusion {
 namespace {
@@ -40,26 +41,16 @@ Plan prune(const ir::Program& p) {
 }  // namespace
 
 PlanLookup plan_for(const ir::Program& recorded) {
-  // By structure hash; a bucket holds the recorded programs that share it, compared in full.
   struct Entry {
     ir::Program recorded;
     std::shared_ptr<const Plan> plan;
   };
-  static std::mutex mu;
-  static std::unordered_map<std::uint64_t, std::vector<Entry>> plans;
-  const std::uint64_t key = recorded.structure_hash();
-  {
-    std::lock_guard lock(mu);
-    auto it = plans.find(key);
-    if (it != plans.end()) {
-      for (const Entry& e : it->second)
-        if (e.recorded == recorded) return {e.plan, true};
-    }
-  }
-  auto plan = std::make_shared<const Plan>(prune(recorded));
-  std::lock_guard lock(mu);
-  plans[key].push_back({recorded, plan});
-  return {plan, false};
+  static ir::HashedCache<Entry> plans;
+  const std::uint64_t hash = recorded.structure_hash();
+  if (const Entry* e = plans.find(hash, [&](const Entry& e) { return e.recorded == recorded; }))
+    return {e->plan, true};
+  return {plans.insert(hash, {recorded, std::make_shared<const Plan>(prune(recorded))}).plan,
+          false};
 }
 
 }  // namespace kiln::fusion

@@ -25,12 +25,14 @@ namespace kt {
 
 struct Outcome {
   int status = -1;  // the exit status; -1 when killed by a signal
+  int signal = 0;   // the signal that killed it, if one did
   std::string out, err;
   std::string args;  // for failure messages
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Outcome& r) {
-  return os << "kiln " << r.args << " -> status " << r.status << "\n--- stdout:\n"
+  return os << "kiln " << r.args << " -> status " << r.status << " (signal " << r.signal
+            << ")\n--- stdout:\n"
             << r.out << "--- stderr:\n"
             << r.err;
 }
@@ -73,10 +75,10 @@ inline bool is_one_json_value(std::string text) {
   return depth == 0 && !text.empty();
 }
 
-// Runs the kiln binary with `args` in this process's environment less kiln's switches (KILN_*
+// Starts the kiln binary with `args` in this process's environment less kiln's switches (KILN_*
 // but KILN_TEST_*) and less the variables `env` sets, plus the `env` entries ("NAME=VALUE").
-// stdout and stderr go to files in `dir`, so nothing can block.
-inline Outcome run_kiln(const std::filesystem::path& dir, const std::vector<std::string>& args,
+// stdout and stderr go to files in `dir`, so nothing can block. finish_kiln waits for it.
+inline pid_t start_kiln(const std::filesystem::path& dir, const std::vector<std::string>& args,
                         const std::vector<std::string>& env) {
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
@@ -101,16 +103,29 @@ inline Outcome run_kiln(const std::filesystem::path& dir, const std::vector<std:
   const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+  return pid;
+}
+
+// Waits for the kiln process `pid` that start_kiln(dir, args, ...) started.
+inline Outcome finish_kiln(pid_t pid, const std::filesystem::path& dir,
+                           const std::vector<std::string>& args) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw std::runtime_error("waitpid failed");
   }
   Outcome r;
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  r.out = slurp(dir / "stdout");
+  r.err = slurp(dir / "stderr");
   for (const auto& a : args) r.args += (r.args.empty() ? "" : " ") + a;
   return r;
+}
+
+// start_kiln, then finish_kiln.
+inline Outcome run_kiln(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                        const std::vector<std::string>& env) {
+  return finish_kiln(start_kiln(dir, args, env), dir, args);
 }
 
 }  // namespace kt

@@ -2,7 +2,9 @@
 // --rounds 1 --runs 2), its table, its JSON, its SVG plot and its errors. The configurations
 // whose feature is compiled out (KILN_WITH_*) must be skipped and said so.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -211,6 +213,26 @@ TEST_F(CliCompareErrors, BadOptionsFailWithAClearMessage) {
   EXPECT_EQ(plot.status, 2) << plot;
   EXPECT_TRUE(has(plot.err, "cannot write")) << plot;
   EXPECT_FALSE(has(plot.err, "priming")) << "fails before running anything\n" << plot;
+}
+
+// SIGTERM while it runs: no further process starts, its temporary store goes, and kiln dies of
+// the signal. (TMPDIR points its temporary directory into this test's own.)
+TEST_F(CliCompareErrors, AnInterruptRemovesTheTemporaryStore) {
+  const std::vector<std::string> args{"bench", "--compare", "--device", "cpu", "--runs", "50"};
+  const pid_t pid = kt::start_kiln(tmp_.path(), args, {"TMPDIR=" + tmp_.path().string()});
+  auto store_dirs = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(tmp_.path()))
+      n += e.path().filename().string().rfind("kiln-compare-", 0) == 0;
+    return n;
+  };
+  for (int i = 0; i < 600 && store_dirs() == 0; ++i) usleep(50'000);
+  EXPECT_EQ(store_dirs(), 1) << "no temporary store appeared within 30 s";
+  kill(pid, SIGTERM);
+  const Outcome r = kt::finish_kiln(pid, tmp_.path(), args);
+  EXPECT_EQ(r.signal, SIGTERM) << r;
+  EXPECT_TRUE(has(r.err, "interrupted by signal")) << r;
+  EXPECT_EQ(store_dirs(), 0) << r;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -145,6 +146,35 @@ class TempStore {
 
  private:
   fs::path path_;
+};
+
+// Ctrl-C (SIGINT), SIGTERM or SIGHUP during a comparison stops it cleanly: the signal is noted
+// instead of killing kiln, the running child finishes or dies of it (a terminal's Ctrl-C reaches
+// the child too), no further child starts, the temporary store is removed, and kiln then dies of
+// the same signal, so that its caller sees the interruption. Declared before the TempStore, so
+// destroyed after it.
+class Interrupts {
+ public:
+  Interrupts() {
+    struct sigaction on_signal {};
+    on_signal.sa_handler = [](int sig) { caught_ = sig; };
+    sigemptyset(&on_signal.sa_mask);
+    for (std::size_t i = 0; i < std::size(kSignals); ++i)
+      sigaction(kSignals[i], &on_signal, &saved_[i]);
+  }
+  ~Interrupts() {
+    for (std::size_t i = 0; i < std::size(kSignals); ++i)
+      sigaction(kSignals[i], &saved_[i], nullptr);
+    if (caught_ != 0) raise(caught_);
+  }
+  Interrupts(const Interrupts&) = delete;
+  Interrupts& operator=(const Interrupts&) = delete;
+  int caught() const { return caught_; }
+
+ private:
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  static inline volatile std::sig_atomic_t caught_ = 0;
+  struct sigaction saved_[std::size(kSignals)]{};
 };
 
 // The plot file, opened before the comparison runs (so that a bad path fails at once) and
@@ -570,6 +600,7 @@ int run_compare(const CompareOptions& options) {
   ctx.device = child_device(options.device, ctx.notes);
   PlotFile plot(options.plot);
 
+  Interrupts interrupts;
   TempStore store;
   ctx.store_dir = store.path();
   auto [base, ignored] = base_environment();
@@ -584,6 +615,11 @@ int run_compare(const CompareOptions& options) {
     std::vector<std::string> env = base;
     env.insert(env.end(), c.env.begin(), c.env.end());
     BenchChild child = run_bench_child(bench, ChildStdout::discard, &env);
+    if (interrupts.caught()) {
+      fmt::print(stderr, "\nkiln: bench --compare: interrupted by signal {} ({}); stopping\n",
+                 interrupts.caught(), strsignal(interrupts.caught()));
+      return 128 + interrupts.caught();
+    }
     if (const int code = child_failure(child, what); code != 0) return code;
     if (child.report.empty()) {
       throw std::runtime_error(fmt::format("bench --compare: {} reported nothing", what));

@@ -7,6 +7,7 @@
 #include "cuda/device_memory.hpp"
 #include "kiln/config.hpp"
 #if KILN_WITH_PERSISTENCE && KILN_WITH_AUTOTUNE
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -49,9 +50,12 @@ void make(Context& ctx, Slot& s) {
 }
 
 #if KILN_WITH_PERSISTENCE && KILN_WITH_AUTOTUNE
-// The tuned matmul choices the store holds for ctx's device, as (problem, value); none when there
-// is no store file yet (looking must not create one) or persistence is off.
+// The tuned matmul choices the store holds for ctx's device, as (problem, value), the newest
+// kPreloaded of them (each may load a kernel module, 13-18 ms: a store that many programs have
+// filled must not keep the first matmul waiting long); none when there is no store file yet
+// (looking must not create one) or persistence is off.
 std::vector<std::pair<tune::MatmulProblem, std::string>> stored_matmuls(const Context& ctx) {
+  constexpr std::size_t kPreloaded = 8;
   std::vector<std::pair<tune::MatmulProblem, std::string>> out;
   std::error_code ec;
   const auto file = store::cache_directory(store::current_environment()) / store::kFileName;
@@ -59,7 +63,12 @@ std::vector<std::pair<tune::MatmulProblem, std::string>> stored_matmuls(const Co
   store::Store* store = store::process_store();
   if (!store) return out;
   const store::Identity id = store_identity(ctx);
-  for (const store::Entry& e : store->list(store::Table::tune, id)) {
+  std::vector<store::Entry> rows = store->list(store::Table::tune, id);
+  std::stable_sort(rows.begin(), rows.end(), [](const store::Entry& a, const store::Entry& b) {
+    return a.created > b.created;
+  });
+  for (const store::Entry& e : rows) {
+    if (out.size() == kPreloaded) break;
     if (auto problem = tune::parse_matmul_key(e.key)) {
       if (auto row = store->get_tune(id, e.key)) out.emplace_back(*problem, row->value);
     }

@@ -141,6 +141,61 @@ std::vector<int> assign_slots(const Program& p, int& n_slots) {
   return slot;
 }
 
+// Evaluates p's nodes over elements [start, start + len) of one block (len <= kBlock) into
+// value[] (one per node), in `lanes` (kBlock per slot of slot_of): a leaf is read in place or
+// gathered, every other node is one kernel call over the block. A node for which
+// direct_of(node) gives an address writes its (not splat) lanes there instead of its slot.
+template <class DirectOf>
+void evaluate_block(const Program& p, const cpu::KernelTable& k, const Dims& shape,
+                    std::span<const Access> in, std::span<const Lane> scalar_lanes,
+                    std::span<const int> slot_of, std::int64_t start, std::int64_t len, Lane* lanes,
+                    cpu::Lanes* value, DirectOf&& direct_of) {
+  const int n = static_cast<int>(p.nodes.size());
+  for (int i = 0; i < n; ++i) {
+    const Node& node = p.nodes[i];
+    Lane* buf = lanes + static_cast<std::size_t>(slot_of[i]) * kBlock;
+    switch (node.op) {
+      case Op::input: {
+        const Access& a = in[node.a];
+        if (a.splat) {
+          gather(a, shape, 0, 1, buf);
+          value[i] = {buf, true};
+        } else if (a.dense && a.dtype != DType::boolean) {
+          value[i] = {a.base + start * sizeof(Lane), false};  // read in place
+        } else {
+          gather(a, shape, start, len, buf);
+          value[i] = {buf, false};
+        }
+        continue;
+      }
+      case Op::scalar:
+        value[i] = {&scalar_lanes[node.a], true};
+        continue;
+      case Op::index: {
+        auto* idx = reinterpret_cast<std::int32_t*>(buf);
+        for (std::int64_t j = 0; j < len; ++j) idx[j] = static_cast<std::int32_t>(start + j);
+        value[i] = {buf, false};
+        continue;
+      }
+      default:
+        break;
+    }
+    const int ar = arity(node.op);
+    const bool all_splat =
+        value[node.a].splat && (ar < 2 || value[node.b].splat) && (ar < 3 || value[node.c].splat);
+    const std::size_t count = all_splat ? 1 : static_cast<std::size_t>(len);
+    Lane* direct = all_splat ? nullptr : direct_of(i);
+    Lane* out = direct ? direct : buf;
+    if (ar == 1)
+      k.unary(node.op, p.dtype(node.a), node.dtype, value[node.a], out, count);
+    else if (ar == 2)
+      k.binary(node.op, p.dtype(node.a), value[node.a], value[node.b], out, count);
+    else
+      k.where(node.dtype, value[node.a], value[node.b], value[node.c], out, count);
+    value[i] = {out, all_splat};
+  }
+}
+
 }  // namespace
 
 void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
@@ -182,68 +237,29 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
   }
 
   const std::int64_t n_blocks = (total + kBlock - 1) / kBlock;
-  cpu::parallel_for(
-      n_blocks, std::max<std::int64_t>(1, (1 << 16) / kBlock),
-      [&](std::int64_t b0, std::int64_t b1) {
-        std::vector<Lane> scratch(static_cast<std::size_t>(n_slots) * kBlock);
-        std::vector<cpu::Lanes> value(n);
-        for (std::int64_t blk = b0; blk < b1; ++blk) {
-          const std::int64_t start = blk * kBlock;
-          const std::int64_t len = std::min(kBlock, total - start);
-          for (int i = 0; i < n; ++i) {
-            const Node& node = p.nodes[i];
-            Lane* buf = scratch.data() + static_cast<std::size_t>(slot_of[i]) * kBlock;
-            switch (node.op) {
-              case Op::input: {
-                const Access& a = in_access[node.a];
-                if (a.splat) {
-                  gather(a, layout.shape, 0, 1, buf);
-                  value[i] = {buf, true};
-                } else if (a.dense && a.dtype != DType::boolean) {
-                  value[i] = {a.base + start * sizeof(Lane), false};  // read in place
-                } else {
-                  gather(a, layout.shape, start, len, buf);
-                  value[i] = {buf, false};
-                }
-                continue;
-              }
-              case Op::scalar:
-                value[i] = {&scalar_lanes[node.a], true};
-                continue;
-              case Op::index: {
-                auto* idx = reinterpret_cast<std::int32_t*>(buf);
-                for (std::int64_t j = 0; j < len; ++j)
-                  idx[j] = static_cast<std::int32_t>(start + j);
-                value[i] = {buf, false};
-                continue;
-              }
-              default:
-                break;
-            }
-            const int ar = arity(node.op);
-            bool all_splat = value[node.a].splat && (ar < 2 || value[node.b].splat) &&
-                             (ar < 3 || value[node.c].splat);
-            const std::size_t count = all_splat ? 1 : static_cast<std::size_t>(len);
-            Lane* out = buf;
-            if (!all_splat && direct_output[i] >= 0) {
-              out = reinterpret_cast<Lane*>(out_access[direct_output[i]].base) + start;
-            }
-            if (ar == 1)
-              k.unary(node.op, p.dtype(node.a), node.dtype, value[node.a], out, count);
-            else if (ar == 2)
-              k.binary(node.op, p.dtype(node.a), value[node.a], value[node.b], out, count);
-            else
-              k.where(node.dtype, value[node.a], value[node.b], value[node.c], out, count);
-            value[i] = {out, all_splat};
-          }
-          for (std::size_t o = 0; o < p.outputs.size(); ++o) {
-            const int node = p.outputs[o];
-            if (direct_output[node] == static_cast<int>(o) && !value[node].splat) continue;
-            scatter(out_access[o], layout.shape, start, len,
-                    static_cast<const Lane*>(value[node].p), value[node].splat);
-          }
-        }
-      });
+  cpu::parallel_for(n_blocks, std::max<std::int64_t>(1, (1 << 16) / kBlock),
+                    [&](std::int64_t b0, std::int64_t b1) {
+                      std::vector<Lane> scratch(static_cast<std::size_t>(n_slots) * kBlock);
+                      std::vector<cpu::Lanes> value(n);
+                      for (std::int64_t blk = b0; blk < b1; ++blk) {
+                        const std::int64_t start = blk * kBlock;
+                        const std::int64_t len = std::min(kBlock, total - start);
+                        evaluate_block(
+                            p, k, layout.shape, in_access, scalar_lanes, slot_of, start, len,
+                            scratch.data(), value.data(), [&](int i) -> Lane* {
+                              if (direct_output[i] < 0) return nullptr;
+                              return reinterpret_cast<Lane*>(out_access[direct_output[i]].base) +
+                                     start;
+                            });
+                        for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+                          const int node = p.outputs[o];
+                          if (direct_output[node] == static_cast<int>(o) && !value[node].splat)
+                            continue;
+                          scatter(out_access[o], layout.shape, start, len,
+                                  static_cast<const Lane*>(value[node].p), value[node].splat);
+                        }
+                      }
+                    });
 }
 
 struct RangeEvaluator::Impl {
@@ -284,52 +300,15 @@ RangeEvaluator::Scratch RangeEvaluator::scratch() const {
 void RangeEvaluator::run(std::int64_t start, std::int64_t len, void* dst, Scratch& sc) const {
   const Impl& m = *impl_;
   const Program& p = m.p;
-  const int n = static_cast<int>(p.nodes.size()), result = p.outputs[0];
+  const int result = p.outputs[0];
   const DType out_t = p.dtype(result);
   for (std::int64_t done = 0; done < len; done += kBlock) {
     const std::int64_t first = start + done, count = std::min(kBlock, len - done);
     // A computed 32-bit result goes straight to dst; bool and leaves are copied after.
     Lane* direct = out_t == DType::boolean ? nullptr : static_cast<Lane*>(dst) + done;
-    for (int i = 0; i < n; ++i) {
-      const Node& node = p.nodes[i];
-      Lane* buf = sc.lanes.data() + static_cast<std::size_t>(m.slot_of[i]) * kBlock;
-      if (node.op == Op::input) {
-        const Access& a = m.in[node.a];
-        if (a.splat) {
-          gather(a, m.layout.shape, 0, 1, buf);
-          sc.value[i] = {buf, true};
-        } else if (a.dense && a.dtype != DType::boolean) {
-          sc.value[i] = {a.base + first * sizeof(Lane), false};
-        } else {
-          gather(a, m.layout.shape, first, count, buf);
-          sc.value[i] = {buf, false};
-        }
-        continue;
-      }
-      if (node.op == Op::scalar) {
-        sc.value[i] = {&m.scalar_lanes[node.a], true};
-        continue;
-      }
-      if (node.op == Op::index) {
-        auto* idx = reinterpret_cast<std::int32_t*>(buf);
-        for (std::int64_t j = 0; j < count; ++j) idx[j] = static_cast<std::int32_t>(first + j);
-        sc.value[i] = {buf, false};
-        continue;
-      }
-      const int ar = arity(node.op);
-      const cpu::Lanes* v = sc.value.data();
-      const bool all_splat =
-          v[node.a].splat && (ar < 2 || v[node.b].splat) && (ar < 3 || v[node.c].splat);
-      const std::size_t c = all_splat ? 1 : static_cast<std::size_t>(count);
-      Lane* out = i == result && direct && !all_splat ? direct : buf;
-      if (ar == 1)
-        m.k.unary(node.op, p.dtype(node.a), node.dtype, v[node.a], out, c);
-      else if (ar == 2)
-        m.k.binary(node.op, p.dtype(node.a), v[node.a], v[node.b], out, c);
-      else
-        m.k.where(node.dtype, v[node.a], v[node.b], v[node.c], out, c);
-      sc.value[i] = {out, all_splat};
-    }
+    evaluate_block(p, m.k, m.layout.shape, m.in, m.scalar_lanes, m.slot_of, first, count,
+                   sc.lanes.data(), sc.value.data(),
+                   [&](int i) { return i == result ? direct : nullptr; });
     const cpu::Lanes r = sc.value[result];
     const auto* src = static_cast<const Lane*>(r.p);
     if (out_t == DType::boolean) {

@@ -14,10 +14,10 @@
 // So when the CUDA backend of a device is created and the store holds tuned matmul choices for
 // it (this program has multiplied matrices on this device before, and will again), a background
 // thread makes the state and runs each stored cuBLASLt choice (the 8 newest) once on scratch
-// memory of its bucket's shape (preload_matmul, matmul.cpp): its check sets cuBLASLt up, its launch loads the
-// kernel. The first matmul then finds both done if the program did anything else for about 0.2 s
-// after opening the device (uploading weights, say); if it comes sooner, it waits for the rest,
-// most of which it would have paid anyway.
+// memory of its bucket's shape (preload_matmul, matmul.cpp): its check sets cuBLASLt up, its launch
+// loads the kernel. The first matmul then finds both done if the program did anything else for
+// about 0.2 s after opening the device (uploading weights, say); if it comes sooner, it waits for
+// the rest, most of which it would have paid anyway.
 #pragma once
 
 #include <cublasLt.h>

@@ -14,6 +14,7 @@
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"
 #include "cuda/nvrtc_compiler.hpp"
+#include "require_cuda.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -22,16 +23,9 @@ using kiln::Device;
 using kiln::DType;
 using kiln::Tensor;
 
-std::string cuda_reason() { return kiln::cuda::absent_reason(0); }
-
-#define KILN_REQUIRE_CUDA()                                                \
-  do {                                                                     \
-    if (!cuda_reason().empty()) GTEST_SKIP() << "cuda: " << cuda_reason(); \
-  } while (0)
-
 TEST(CudaDiscovery, PresentWithArchOrAbsentWithReason) {
   const auto infos = kiln::devices();
-  if (cuda_reason().empty()) {
+  if (kt::cuda_reason().empty()) {
     auto& ctx = kiln::cuda::context(0);
     const std::string cuda = "cuda<" + ctx.arch() + ">";
     EXPECT_EQ(Device::cuda(0).backend_name(),
@@ -42,12 +36,12 @@ TEST(CudaDiscovery, PresentWithArchOrAbsentWithReason) {
     EXPECT_EQ(Device::best(), Device::cpu());
     ASSERT_EQ(infos.size(), 2u);
     EXPECT_FALSE(infos[1].present);
-    EXPECT_EQ(infos[1].reason, cuda_reason());
+    EXPECT_EQ(infos[1].reason, kt::cuda_reason());
     try {
       Device::cuda(0);
       FAIL() << "Device::cuda(0) did not throw";
     } catch (const kiln::DeviceError& e) {
-      EXPECT_NE(std::string(e.what()).find(cuda_reason()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(kt::cuda_reason()), std::string::npos) << e.what();
     }
   }
   EXPECT_THROW(Device::cuda(1000), kiln::DeviceError);

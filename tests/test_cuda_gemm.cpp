@@ -27,6 +27,7 @@
 #include "cuda/context.hpp"
 #include "cuda/gemm_kernel.hpp"
 #include "cuda/nvrtc_compiler.hpp"
+#include "require_cuda.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -153,13 +154,6 @@ TEST(CudaGemmErrors, RefusalsAndEmptyOutputs) {
 }
 
 // ---- on a GPU ----
-
-std::string cuda_reason() { return kiln::cuda::absent_reason(0); }
-
-#define KILN_REQUIRE_CUDA()                                                \
-  do {                                                                     \
-    if (!cuda_reason().empty()) GTEST_SKIP() << "cuda: " << cuda_reason(); \
-  } while (0)
 
 // How an operand [B, rows, cols] is laid out in memory.
 enum class View {
@@ -341,7 +335,7 @@ void check_problem(std::mt19937_64& g, std::int64_t batch, std::int64_t m, std::
 class CudaGemm : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cuda_reason().empty()) GTEST_SKIP() << "cuda: " << cuda_reason();
+    if (!kt::cuda_reason().empty()) GTEST_SKIP() << "cuda: " << kt::cuda_reason();
     seed_ = kt::fresh_seed();
     rng_.seed(seed_);
     trace_ = std::make_unique<::testing::ScopedTrace>(

@@ -2,10 +2,9 @@
 // the same addresses is captured once, on its second sighting, and replayed after that; every
 // call, replayed or not, writes its whole output (poisoned with NaN before each) within the
 // precision's bound of a float64 reference on fresh random data. Without a GPU these skip with
-// the reason kiln::devices() gives.
+// the reason cuda::absent_reason gives.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "cuda/context.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/graph_replays.hpp"
+#include "require_cuda.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -43,12 +43,7 @@ void expect_product(const Tensor<3>& a, const Tensor<3>& b, const std::vector<fl
 }
 
 TEST(CudaMatmulGraphs, ARepeatedCallIsCapturedOnceThenReplayedAndStaysRight) {
-  const auto devices = kiln::devices();
-  const auto cuda0 = std::find_if(devices.begin(), devices.end(),
-                                  [](const auto& d) { return d.name.rfind("cuda", 0) == 0; });
-  if (cuda0 == devices.end() || !cuda0->present) {
-    GTEST_SKIP() << (cuda0 == devices.end() ? "no CUDA device listed" : cuda0->reason);
-  }
+  KILN_REQUIRE_CUDA();
   const kiln::Device dev = kiln::Device::cuda(0);
   cuda::Context& ctx = cuda::context(0);
   const Precision saved = kiln::float32_matmul_precision();

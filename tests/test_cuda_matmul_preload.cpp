@@ -1,11 +1,10 @@
 // preload_matmul (src/cuda/matmul.cpp, cublaslt_state.hpp): a stored cuBLASLt choice is run once
 // on scratch memory that is then freed; values that are no algorithm and problems past the
 // scratch limit are left alone; the device stays usable and later products stay right.
-// Without a GPU these skip with the reason kiln::devices() gives.
+// Without a GPU these skip with the reason cuda::absent_reason gives.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "cuda/cublaslt_state.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/matmul_algos.hpp"
+#include "require_cuda.hpp"
 #include "test_support.hpp"
 
 #if KILN_WITH_AUTOTUNE
@@ -46,12 +46,7 @@ cublasLtMatmulAlgo_t heuristic_first(const cuda::LtState& lt, std::uint64_t n) {
 }
 
 TEST(CudaMatmulPreload, RunsAStoredChoiceOnScratchAndLeavesTheRestAlone) {
-  const auto devices = kiln::devices();
-  const auto cuda0 = std::find_if(devices.begin(), devices.end(),
-                                  [](const auto& d) { return d.name.rfind("cuda", 0) == 0; });
-  if (cuda0 == devices.end() || !cuda0->present) {
-    GTEST_SKIP() << (cuda0 == devices.end() ? "no CUDA device listed" : cuda0->reason);
-  }
+  KILN_REQUIRE_CUDA();
   cuda::Context& ctx = cuda::context(0);
   const cuda::LtState& lt = cuda::lt_state(ctx);
   const std::string value = cuda::algo_value(heuristic_first(lt, 64));

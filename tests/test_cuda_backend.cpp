@@ -13,6 +13,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"
+#include "cuda/device_memory.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "require_cuda.hpp"
 #include "test_support.hpp"
@@ -118,6 +119,29 @@ TEST(CudaMemory, FreedMemoryIsReused) {
   cudaMemGetInfo(&free_after, &total);
   EXPECT_LT(static_cast<double>(free_before) - static_cast<double>(free_after), 64.0 * (1 << 20));
   EXPECT_EQ(x.sum().item<float>(), 2048.0f * 2048.0f);
+}
+
+// A freed block is kept for the next request of its exact size, newest first, within
+// kKeptBlocks and kKeptBytes; a block over kKeptBytes goes straight back to the pool.
+TEST(CudaMemory, FreedBlocksAreKeptForTheirSizeWithinTheLimits) {
+  KILN_REQUIRE_CUDA();
+  kiln::cuda::Context& ctx = kiln::cuda::context(0);
+  constexpr std::size_t kOdd = 12345 * 4;  // a size no other test asks for
+  std::vector<std::shared_ptr<kiln::detail::Buffer>> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(kiln::cuda::device_alloc(ctx, kOdd));
+  void* const last = blocks.back()->data();
+  for (auto& b : blocks) b.reset();  // freed in order: the last one is the newest kept
+  const kiln::cuda::KeptMemory held = kiln::cuda::kept_memory(ctx);
+  EXPECT_LE(held.blocks, kiln::cuda::kKeptBlocks);
+  EXPECT_LE(held.bytes, kiln::cuda::kKeptBytes);
+  EXPECT_GE(held.blocks, 1u);
+  const auto again = kiln::cuda::device_alloc(ctx, kOdd);
+  EXPECT_EQ(again->data(), last) << "the newest kept block of the size";
+  EXPECT_EQ(kiln::cuda::kept_memory(ctx).blocks, held.blocks - 1);
+
+  const kiln::cuda::KeptMemory before = kiln::cuda::kept_memory(ctx);
+  kiln::cuda::device_alloc(ctx, kiln::cuda::kKeptBytes + 4096).reset();
+  EXPECT_EQ(kiln::cuda::kept_memory(ctx).bytes, before.bytes) << "too large to keep";
 }
 
 // Unaligned (a slice starting at element 1), broadcast and strided operands take the general

@@ -9,6 +9,7 @@
 
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "ir/cuda_codegen.hpp"
 #include "ir/hashed_cache.hpp"
@@ -180,7 +181,7 @@ void elementwise(Context& ctx, const ir::Program& program,
   const std::int64_t work = layout.vectorized ? (n + 3) / 4 : n;
   const std::int64_t blocks = std::min<std::int64_t>((work + kThreads - 1) / kThreads,
                                                      std::int64_t{ctx.sm_count} * kBlocksPerSm);
-  launch(fn, static_cast<unsigned>(blocks), kThreads, s.args.data(), ctx.stream);
+  launch(ctx, fn, static_cast<unsigned>(blocks), kThreads, s.args.data());
 }
 
 detail::Handle contiguous(Context& ctx, const detail::Handle& x) {

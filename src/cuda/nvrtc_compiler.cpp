@@ -168,12 +168,6 @@ cudaKernel_t cached_kernel(const std::string& source, const std::string& source_
   return kernel_of(same_hash.back(), kernel_name);
 }
 
-void launch(cudaKernel_t k, unsigned grid, unsigned block, void** args, cudaStream_t stream,
-            std::size_t shared_bytes) {
-  KILN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(grid), dim3(block), args,
-                                   shared_bytes, stream));
-}
-
 CompileStats compile_stats() {
   auto& c = cache();
   std::lock_guard lock(c.mu);

@@ -25,10 +25,6 @@ std::vector<char> compile_cubin(const std::string& source, const std::string& so
 cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
                            const std::string& kernel_name, const std::string& arch);
 
-// Launches kernel k on `stream` with the given argument pointers (cudaLaunchKernel's form).
-void launch(cudaKernel_t k, unsigned grid, unsigned block, void** args, cudaStream_t stream,
-            std::size_t shared_bytes = 0);
-
 // Compilations done in this process and the seconds they took (for the bench's first-call
 // report and the tests that count compilations), and the cubins read from the store instead.
 struct CompileStats {

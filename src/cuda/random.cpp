@@ -2,6 +2,7 @@
 #include <string>
 
 #include "cuda/cuda_ops.hpp"
+#include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/random_source.hpp"
 #include "kiln/error.hpp"
@@ -28,8 +29,7 @@ void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,
   constexpr unsigned kThreads = 256;
   const unsigned long long blocks = ((n + 3) / 4 + kThreads - 1) / kThreads;
   ctx.make_current();
-  launch(k, static_cast<unsigned>(blocks), kThreads, uniform ? uniform_args : normal_args,
-         ctx.stream);
+  launch(ctx, k, static_cast<unsigned>(blocks), kThreads, uniform ? uniform_args : normal_args);
 }
 
 }  // namespace kiln::cuda

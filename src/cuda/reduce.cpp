@@ -28,6 +28,7 @@
 #include "core/coalesce.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/reduce_source.hpp"
 #include "ir/hashed_cache.hpp"
@@ -215,15 +216,14 @@ void launch_plan(Context& ctx, const Kernels& k, const Plan& p, std::vector<void
   void* part_data = partial ? partial->data() : nullptr;
   args[out_slot] = &out_data;
   args[out_slot + 1] = &part_data;
-  launch(k.main, static_cast<unsigned>(p.grid), static_cast<unsigned>(p.threads), args.data(),
-         ctx.stream);
+  launch(ctx, k.main, static_cast<unsigned>(p.grid), static_cast<unsigned>(p.threads), args.data());
   if (!k.combine) return;
   // One block per output over its chunks; freeing `partial` after this is stream-ordered.
   long long outputs = p.outputs, chunks = p.chunks, len = p.len;
   void* combine_args[] = {&part_data, &out_data, &outputs, &chunks, &len};
   const std::int64_t threads = std::min(kMaxBlock, ceil_div(p.chunks, 32) * 32);
-  launch(k.combine, static_cast<unsigned>(std::min(p.outputs, kMaxGrid)),
-         static_cast<unsigned>(threads), combine_args, ctx.stream);
+  launch(ctx, k.combine, static_cast<unsigned>(std::min(p.outputs, kMaxGrid)),
+         static_cast<unsigned>(threads), combine_args);
 }
 
 // Dims `dims` of shape, in order, with size-1 dims dropped and neighbours merged where every

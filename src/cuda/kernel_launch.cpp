@@ -1,0 +1,154 @@
+#include "cuda/kernel_launch.hpp"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "core/log.hpp"
+#include "cuda/check.hpp"
+
+namespace kiln::cuda {
+namespace {
+
+std::atomic<long long> graph_launches{0}, direct_launches{0};
+
+// The two driver calls the runtime does not offer in this form, looked up through the runtime
+// so that kiln needs no link against libcuda (whose absence it reports as a reason, not as a
+// program that cannot start).
+struct Driver {
+  PFN_cuGraphExecKernelNodeSetParams_v12000 set_params = nullptr;
+  PFN_cuKernelGetFunction_v12000 get_function = nullptr;
+};
+
+template <class F>
+F entry_point(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<F>(fn);
+}
+
+const Driver& driver() {
+  static const Driver d{
+      entry_point<PFN_cuGraphExecKernelNodeSetParams_v12000>("cuGraphExecKernelNodeSetParams"),
+      entry_point<PFN_cuKernelGetFunction_v12000>("cuKernelGetFunction")};
+  return d;
+}
+
+// One kernel's graph on one device. Never destroyed, like the contexts: kernels live as long
+// as the process.
+struct KernelGraph {
+  bool off = false;             // launch directly
+  cudaGraph_t graph = nullptr;  // kept: `node` belongs to it
+  cudaGraphNode_t node = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUfunction function = nullptr;  // the kernel in this device's context
+};
+
+struct Graphs {
+  std::mutex mu;
+  std::map<std::pair<cudaKernel_t, int>, KernelGraph> by_kernel;  // (kernel, device index)
+  std::vector<cudaStream_t> capture_streams;                      // by device index
+};
+Graphs& graphs() {
+  static auto* g = new Graphs;  // (never destroyed: a launch may come from a static destructor)
+  return *g;
+}
+
+void refuse(const char* what, const char* why) {
+  cudaGetLastError();  // (clears a non-sticky error, so the direct launch starts clean)
+  if (detail::log_enabled("graphs")) {
+    detail::log_line("graphs",
+                     fmt::format("{} failed ({}): this kernel is launched directly", what, why));
+  }
+}
+void refuse(const char* what, cudaError_t e) { refuse(what, cudaGetErrorString(e)); }
+
+// Under the graphs' mutex: captures one launch of k into g. On any refusal g stays off.
+void make_graph(Graphs& all, Context& ctx, KernelGraph& g, cudaKernel_t k, unsigned grid,
+                unsigned block, void** args) {
+  g.off = true;  // until the graph exists
+  const Driver& d = driver();
+  if (!d.set_params || !d.get_function) return refuse("looking up the driver's graph calls", "");
+  if (d.get_function(&g.function, reinterpret_cast<CUkernel>(k)) != CUDA_SUCCESS)
+    return refuse("cuKernelGetFunction", "");
+  if (all.capture_streams.size() <= static_cast<std::size_t>(ctx.index))
+    all.capture_streams.resize(ctx.index + 1, nullptr);
+  cudaStream_t& stream = all.capture_streams[ctx.index];
+  cudaError_t e = cudaSuccess;
+  if (!stream && (e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    stream = nullptr;
+    return refuse("creating a capture stream", e);
+  }
+  // Thread-local mode: other threads' CUDA calls go on as usual while this one captures.
+  if ((e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal)) != cudaSuccess)
+    return refuse("cudaStreamBeginCapture", e);
+  const cudaError_t launched =
+      cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(grid), dim3(block), args, 0, stream);
+  e = cudaStreamEndCapture(stream, &g.graph);
+  if (launched != cudaSuccess || e != cudaSuccess || !g.graph) {
+    if (g.graph) cudaGraphDestroy(g.graph);
+    g.graph = nullptr;
+    return refuse("capturing the launch", launched != cudaSuccess ? launched : e);
+  }
+  std::size_t nodes = 1;
+  if ((e = cudaGraphGetNodes(g.graph, &g.node, &nodes)) != cudaSuccess || nodes != 1)
+    return refuse("cudaGraphGetNodes", e);
+  if ((e = cudaGraphInstantiate(&g.exec, g.graph, 0)) != cudaSuccess)
+    return refuse("cudaGraphInstantiate", e);
+  g.off = false;
+}
+
+// Under the graphs' mutex: queues the launch as g's graph with these arguments; false (and g
+// off) when the driver refuses the update.
+bool launch_graph(Context& ctx, KernelGraph& g, unsigned grid, unsigned block, void** args) {
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = g.function;
+  p.gridDimX = grid;
+  p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = block;
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  if (driver().set_params(reinterpret_cast<CUgraphExec>(g.exec),
+                          reinterpret_cast<CUgraphNode>(g.node), &p) != CUDA_SUCCESS) {
+    g.off = true;
+    refuse("cuGraphExecKernelNodeSetParams", "");
+    return false;
+  }
+  KILN_CUDA_CHECK(cudaGraphLaunch(g.exec, ctx.stream));
+  return true;
+}
+
+}  // namespace
+
+void launch(Context& ctx, cudaKernel_t k, unsigned grid, unsigned block, void** args) {
+  ctx.make_current();
+  {
+    Graphs& all = graphs();
+    std::lock_guard lock(all.mu);
+    KernelGraph& g = all.by_kernel[{k, ctx.index}];
+    if (!g.off && !g.exec) make_graph(all, ctx, g, k, grid, block, args);
+    if (!g.off && launch_graph(ctx, g, grid, block, args)) {
+      graph_launches.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  KILN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(grid), dim3(block), args,
+                                   0, ctx.stream));
+  direct_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+LaunchStats launch_stats() { return {graph_launches.load(), direct_launches.load()}; }
+
+}  // namespace kiln::cuda

@@ -1,0 +1,91 @@
+// Kernel launches through one-node graphs (src/cuda/kernel_launch.hpp): every launch of a kernel
+// goes through its graph with that launch's own grid and arguments, so a launch that replayed
+// the graph's earlier arguments would leave its output poisoned or wrong. Without a GPU these
+// skip with the reason cuda::absent_reason gives.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "cuda/context.hpp"
+#include "cuda/cuda_ops.hpp"
+#include "cuda/device_memory.hpp"
+#include "cuda/kernel_launch.hpp"
+#include "require_cuda.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+namespace cuda = kiln::cuda;
+using kiln::DType;
+using kiln::Tensor;
+
+// out = x * a + b, in f32 (two roundings: kiln compiles with --fmad=false).
+kiln::ir::Program scale_shift() {
+  kiln::ir::Program p;
+  const std::int32_t x = p.input(DType::f32);
+  const std::int32_t scaled = p.binary(kiln::ir::Op::mul, x, p.scalar(DType::f32));
+  p.output(p.binary(kiln::ir::Op::add, scaled, p.scalar(DType::f32)));
+  return p;
+}
+
+// Runs scale_shift over x into a NaN-poisoned output and checks every element exactly.
+void run_and_check(cuda::Context& ctx, const kiln::ir::Program& p, const Tensor<1>& x, float a,
+                   float b) {
+  const kiln::detail::Handle out = cuda::device_empty(ctx, {x.size(0)}, DType::f32);
+  ASSERT_EQ(cudaMemsetAsync(out->data(), 0xff, x.size(0) * sizeof(float), ctx.stream), cudaSuccess);
+  const kiln::detail::TensorImpl* in[] = {x.handle().get()};
+  const kiln::detail::TensorImpl* outs[] = {out.get()};
+  const double scalars[] = {a, b};
+  cuda::elementwise(ctx, p, in, scalars, outs);
+  const std::vector<float> xs = x.to_vector<float>();
+  std::vector<float> got(xs.size());
+  ASSERT_EQ(cudaStreamSynchronize(ctx.stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), out->data(), got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float want = static_cast<float>(static_cast<double>(xs[i] * a) + b);
+    ASSERT_EQ(got[i], want) << "element " << i << " of " << xs.size() << ", x " << xs[i];
+  }
+}
+
+TEST(CudaKernelLaunch, EachLaunchOfAKernelRunsItsGraphWithItsOwnGridAndArguments) {
+  KILN_REQUIRE_CUDA();
+  cuda::Context& ctx = cuda::context(0);
+  const kiln::Device dev = kiln::Device::cuda(0);
+  std::uint64_t seed = kt::fresh_seed();
+  auto random = [&](std::int64_t n) {
+    return Tensor<1>::random({n}, kiln::Distribution::uniform(-4, 4), dev, seed++);
+  };
+  // One kernel (both sizes are contiguous, aligned multiples of 4): 1 block, then 293.
+  const Tensor<1> small = random(1000), large = random(300000);
+  const kiln::ir::Program p = scale_shift();
+  const cuda::LaunchStats before = cuda::launch_stats();
+  run_and_check(ctx, p, small, 2.0f, 1.0f);
+  run_and_check(ctx, p, large, -3.0f, 0.5f);
+  run_and_check(ctx, p, small, 0.5f, -1.0f);
+  const cuda::LaunchStats after = cuda::launch_stats();
+  EXPECT_EQ(after.graph - before.graph, 3) << "every launch through the kernel's graph";
+  EXPECT_EQ(after.direct - before.direct, 0);
+}
+
+TEST(CudaKernelLaunch, TwoThreadsLaunchingOneKernelEachGetTheirOwnResults) {
+  KILN_REQUIRE_CUDA();
+  cuda::Context& ctx = cuda::context(0);
+  const kiln::Device dev = kiln::Device::cuda(0);
+  const std::uint64_t seed = kt::fresh_seed();
+  const Tensor<1> xs[] = {
+      Tensor<1>::random({4096}, kiln::Distribution::uniform(-1, 1), dev, seed),
+      Tensor<1>::random({8192}, kiln::Distribution::uniform(-1, 1), dev, seed + 1)};
+  const kiln::ir::Program p = scale_shift();
+  auto work = [&](int t) {
+    for (int i = 0; i < 20; ++i)
+      run_and_check(ctx, p, xs[t], static_cast<float>(t + i), static_cast<float>(i - t));
+  };
+  std::thread other(work, 1);
+  work(0);
+  other.join();
+}
+
+}  // namespace

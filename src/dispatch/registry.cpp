@@ -1,7 +1,10 @@
 // Device -> backend chain, and the composed names users see.
 #include "dispatch/registry.hpp"
 
-#include <deque>
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -43,11 +46,11 @@ struct Chain {
 };
 
 #if KILN_WITH_CUDA || KILN_WITH_FUSION
+// The CUDA devices' chains, by device index, made at first use and never destroyed. Every op
+// looks its device's chain up, so a lookup is one atomic load; only making one takes the lock.
+constexpr std::size_t kMaxCudaDevices = 64;
 std::mutex chains_mu;
-std::deque<std::unique_ptr<Chain>>& cuda_chains() {  // by device index
-  static std::deque<std::unique_ptr<Chain>> chains;
-  return chains;
-}
+std::array<std::atomic<Chain*>, kMaxCudaDevices> cuda_chains{};
 #endif
 Chain& cpu_chain() {
   static Chain chain(std::make_unique<cpu::CpuBackend>());
@@ -59,13 +62,20 @@ Chain& cpu_chain() {
 Backend& backend(Device device) {
   if (device.kind() == Device::Kind::cpu) return cpu_chain().live();
 #if KILN_WITH_CUDA
-  std::lock_guard lock(chains_mu);
-  auto& chains = cuda_chains();
   const auto i = static_cast<std::size_t>(device.index());
-  if (chains.size() <= i) chains.resize(i + 1);
-  if (!chains[i])
-    chains[i] = std::make_unique<Chain>(std::make_unique<cuda::CudaBackend>(device.index()));
-  return chains[i]->live();
+  if (i >= kMaxCudaDevices)
+    throw DeviceError(
+        fmt::format("{}: kiln drives at most {} CUDA devices", device.str(), kMaxCudaDevices));
+  Chain* chain = cuda_chains[i].load(std::memory_order_acquire);
+  if (!chain) {
+    std::lock_guard lock(chains_mu);
+    chain = cuda_chains[i].load(std::memory_order_relaxed);
+    if (!chain) {
+      chain = new Chain(std::make_unique<cuda::CudaBackend>(device.index()));
+      cuda_chains[i].store(chain, std::memory_order_release);
+    }
+  }
+  return chain->live();
 #else
   throw DeviceError(device.str() + ": " + cuda_absent_reason(device.index()));
 #endif
@@ -74,9 +84,8 @@ Backend& backend(Device device) {
 void flush_fused_devices() {
 #if KILN_WITH_FUSION
   cpu_chain().fused->flush();
-  std::lock_guard lock(chains_mu);
-  for (auto& chain : cuda_chains())
-    if (chain) chain->fused->flush();
+  for (auto& chain : cuda_chains)
+    if (Chain* c = chain.load(std::memory_order_acquire)) c->fused->flush();
 #endif
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "core/recycled.hpp"
 #include "fusion/plan_cache.hpp"
 #include "kiln/error.hpp"
 
@@ -91,8 +92,8 @@ bool reduce_with_prologue(detail::Backend& inner, Group& g, detail::ReduceOp op,
 }  // namespace
 
 detail::Handle Fusion::empty(const Dims& shape, DType dtype) {
-  auto t = std::make_shared<detail::TensorImpl>();
-  t->buffer = std::make_shared<PendingBuffer>(detail::numel(shape), dtype);
+  auto t = detail::make_recycled<detail::TensorImpl>();
+  t->buffer = detail::make_recycled<PendingBuffer>(detail::numel(shape), dtype);
   t->device = inner_.device();
   t->dtype = dtype;
   t->shape = shape;
@@ -156,7 +157,7 @@ void Fusion::elementwise(const ir::Program& program,
                          std::span<const detail::TensorImpl* const> outputs) {
   std::lock_guard lock(mu_);
   const Dims& shape = outputs[0]->shape;
-  if (!fresh_outputs(outputs) || detail::numel(shape) == 0) {
+  if (!fresh_outputs(outputs) || outputs[0]->numel() == 0 || inputs.size() > kMaxCallInputs) {
     flush_locked();
     for (const detail::TensorImpl* t : inputs) require_memory(*t);
     for (const detail::TensorImpl* t : outputs) bind(*t);
@@ -164,17 +165,22 @@ void Fusion::elementwise(const ir::Program& program,
     return;
   }
   // A pending result read other than element for element must exist in memory first.
-  bool needs_memory = !group_.empty() && group_.shape != shape;
-  for (const detail::TensorImpl* t : inputs)
-    needs_memory = needs_memory || (unbound(*t) && !group_.reads_in_registers(*t));
-  if (needs_memory || !group_.fits(inputs)) flush_locked();
-  for (const detail::TensorImpl* t : inputs)
-    if (!group_.reads_in_registers(*t)) require_memory(*t);
+  const bool same_shape = group_.empty() || group_.shape == shape;
+  std::uint64_t in_registers = same_shape ? group_.in_registers(inputs) : 0;
+  bool needs_memory = !same_shape;
+  for (std::size_t i = 0; i < inputs.size() && !needs_memory; ++i)
+    needs_memory = unbound(*inputs[i]) && !(in_registers >> i & 1);
+  if (needs_memory || !group_.fits(inputs, in_registers)) {
+    flush_locked();
+    in_registers = 0;  // (the group is empty now)
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (!(in_registers >> i & 1)) require_memory(*inputs[i]);
   if (group_.empty()) {
     group_.serial = serial_++;
     group_.shape = shape;
   }
-  group_.append(program, inputs, scalars, outputs);
+  group_.append(program, inputs, in_registers, scalars, outputs);
   counters.ops_recorded.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -205,7 +211,7 @@ void Fusion::flush_locked() {
   // The results someone still holds; the rest stay in registers.
   for (const PendingOutput& o : g.outputs) {
     if (auto p = o.buffer.lock()) {
-      live_.push_back(std::move(p));
+      live_.push_back(std::static_pointer_cast<PendingBuffer>(std::move(p)));
       g.program.output(o.node);
     }
   }

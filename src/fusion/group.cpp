@@ -31,13 +31,21 @@ bool Group::reads_in_registers(const detail::TensorImpl& input) const {
   return p && p->node >= 0 && p->group == serial && input.offset == 0 && input.is_contiguous();
 }
 
-bool Group::fits(std::span<const detail::TensorImpl* const> in) const {
+std::uint64_t Group::in_registers(std::span<const detail::TensorImpl* const> in) const {
+  std::uint64_t bits = 0;
+  if (empty()) return bits;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (reads_in_registers(*in[i])) bits |= std::uint64_t{1} << i;
+  return bits;
+}
+
+bool Group::fits(std::span<const detail::TensorImpl* const> in, std::uint64_t in_regs) const {
   if (ops + 1 > kMaxOps) return false;
   std::size_t added = 0;
-  for (const detail::TensorImpl* t : in) {
-    if (reads_in_registers(*t)) continue;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in_regs >> i & 1) continue;
     bool known = false;
-    for (const auto& have : inputs) known = known || same_view(have, *t);
+    for (const auto& have : inputs) known = known || same_view(have, *in[i]);
     added += !known;
   }
   return inputs.size() + added <= kMaxInputs;
@@ -53,7 +61,7 @@ std::int32_t Group::input_slot(const detail::TensorImpl& t) {
 }
 
 void Group::append(const ir::Program& call, std::span<const detail::TensorImpl* const> in,
-                   std::span<const double> call_scalars,
+                   std::uint64_t in_regs, std::span<const double> call_scalars,
                    std::span<const detail::TensorImpl* const> outs) {
   // The call's node ids -> this program's.
   // (On the stack for the few nodes of a front-end op: this runs for every recorded op.)
@@ -65,7 +73,7 @@ void Group::append(const ir::Program& call, std::span<const detail::TensorImpl* 
     const ir::Node& node = call.nodes[n];
     if (node.op == ir::Op::input) {
       const detail::TensorImpl& t = *in[node.a];
-      id[n] = reads_in_registers(t) ? unbound(t)->node : input_slot(t);
+      id[n] = in_regs >> node.a & 1 ? unbound(t)->node : input_slot(t);
     } else if (node.op == ir::Op::scalar) {
       id[n] = program.scalar(node.dtype);
       scalars.push_back(call_scalars[node.a]);
@@ -75,10 +83,10 @@ void Group::append(const ir::Program& call, std::span<const detail::TensorImpl* 
     }
   }
   for (std::size_t k = 0; k < outs.size(); ++k) {
-    auto buffer = std::static_pointer_cast<PendingBuffer>(outs[k]->buffer);
+    auto* buffer = static_cast<PendingBuffer*>(outs[k]->buffer.get());
     buffer->group = serial;
     buffer->node = id[call.outputs[k]];
-    outputs.push_back({buffer, buffer->node});
+    outputs.push_back({outs[k]->buffer, buffer->node});
   }
   ++ops;
 }

@@ -24,9 +24,12 @@ namespace kiln::fusion {
 // loads coalesced. A loop that records more simply runs as a repeated group of 32.
 inline constexpr int kMaxOps = 32;
 inline constexpr std::size_t kMaxInputs = 16;
+// The most inputs one recorded call may have (the front end's ops have at most 3); a call with
+// more runs unfused.
+inline constexpr std::size_t kMaxCallInputs = 64;
 
 struct PendingOutput {
-  std::weak_ptr<PendingBuffer> buffer;
+  std::weak_ptr<detail::Buffer> buffer;  // a PendingBuffer (held as its base: one atomic less)
   std::int32_t node;
 };
 
@@ -46,11 +49,14 @@ struct Group {
   // Whether the call's input can be read as a node of this group (a pending result of it, seen
   // element for element) rather than from memory.
   bool reads_in_registers(const detail::TensorImpl& input) const;
-  // Whether one more call with these inputs still fits under the limits.
-  bool fits(std::span<const detail::TensorImpl* const> inputs) const;
+  // Bit i set where inputs[i] reads_in_registers (a call has at most kMaxCallInputs inputs).
+  std::uint64_t in_registers(std::span<const detail::TensorImpl* const> inputs) const;
+  // Whether one more call with these inputs (in_registers: as above) still fits under the limits.
+  bool fits(std::span<const detail::TensorImpl* const> inputs, std::uint64_t in_registers) const;
   // Splices the call in; its outputs must be fresh pending tensors of `shape`.
   void append(const ir::Program& call, std::span<const detail::TensorImpl* const> inputs,
-              std::span<const double> scalars, std::span<const detail::TensorImpl* const> outputs);
+              std::uint64_t in_registers, std::span<const double> scalars,
+              std::span<const detail::TensorImpl* const> outputs);
 
  private:
   std::int32_t input_slot(const detail::TensorImpl& t);

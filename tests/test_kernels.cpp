@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,6 +51,8 @@ struct TableParam {
   const KernelTable* table;
   std::int64_t hwy_target;  // 0: no restriction
 };
+// (gtest would otherwise print the struct's raw bytes, padding included, in every test's name.)
+void PrintTo(const TableParam& p, std::ostream* os) { *os << p.name; }
 
 std::vector<TableParam> all_tables() {
   std::vector<TableParam> v{{"scalar", &kiln::cpu::scalar_kernels(), 0}};

@@ -2,12 +2,13 @@
 // one run: the device-to-device copy bandwidth, each of chain8's element-wise kernels (bytes
 // moved per second and their fraction of the copy bandwidth), the whole unfused chain, and the
 // 1024^3 matmul under both precisions. Then fused chain8 beside a hand-written kernel of the
-// same math (BM_CudaChain8VsHand, at the end).
+// same math (BM_CudaChain8VsHand), and chain8 launched as kiln launches against every launch
+// direct (BM_CudaChain8LaunchPath, at the end).
 //
 // A sample queues the same op kBatch times between two syncs and divides the host time by
 // kBatch: with launches queued ahead, that is the device time per op (launch gaps hide behind
-// the running kernels), and it needs no access to kiln's internal stream. (One case,
-// BM_CudaChain8VsHand/kernel_time, does read that stream, to time the kernels alone with events.)
+// the running kernels), and it needs no access to kiln's internal stream. (BM_CudaChain8VsHand/
+// kernel_time and BM_CudaChain8LaunchPath do read that stream, to time kernels with events.)
 //
 // The per-kernel benchmarks (chain_op, BM_CudaChain8, host_cost) run with fusion off: under the
 // fusion decorator a result dropped before its group runs is never computed, so `op(x)` with the
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "cuda/context.hpp"  // kiln's stream, for the events of BM_CudaChain8VsHand/kernel_time
+#include "cuda/kernel_launch.hpp"  // set_graph_launches, for BM_CudaChain8LaunchPath
 #include "fusion_switch.hpp"
 #include "kiln/kiln.hpp"
 
@@ -609,5 +611,65 @@ BENCHMARK_CAPTURE(BM_CudaChain8VsHand, seed_method, Chain8Measure::seed_method)
 BENCHMARK_CAPTURE(BM_CudaChain8VsHand, host_cost, Chain8Measure::host_cost)
     ->UseManualTime()
     ->Iterations(20);
+
+// BM_CudaChain8LaunchPath/fused:F: kiln's chain8 (fused, or eight eager kernels) queued kChains
+// times between two CUDA events on kiln's stream, launched as kiln launches (a kernel repeated
+// right after itself through its graph: src/cuda/kernel_launch.hpp) and with every launch direct
+// (cudaLaunchKernel), one after the other in each iteration. Counters, min over the iterations:
+// device_us (event time per chain; the host queues faster than the device runs, so this is the
+// device's) and host_us (time to queue one chain) for each path. The fused chains alternate two
+// shapes of one kernel, so each group is closed by the next and every launch after the first is
+// a repeat; the eager chain's eight kernels never repeat back to back.
+void BM_CudaChain8LaunchPath(benchmark::State& state) {
+  if (!have_cuda()) return state.SkipWithError("no CUDA device");
+  const bool fused = state.range(0) != 0;
+  const Device d = Device::cuda(0);
+  FusionSwitch mode(fused);
+  const auto x = Tensor<2>::random({kSide, kSide}, kiln::Distribution::uniform(0, 1), d, 1);
+  const auto xr = x.reshape(kiln::Shape<2>{2 * kSide, kSide / 2});
+  const cudaStream_t stream = kiln::cuda::context(0).stream;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  BENCH_CHECK(cudaEventCreate(&e0));
+  BENCH_CHECK(cudaEventCreate(&e1));
+  const int chains = fused ? 400 : 60;
+  std::optional<Tensor<2>> z;
+  auto sample = [&](bool graphs) {  // {device us, host us} per chain
+    kiln::cuda::set_graph_launches(graphs);
+    for (int i = 0; i < 4; ++i) z = kiln_chain8(i % 2 ? xr : x);  // (graphs made, if new)
+    d.sync();
+    BENCH_CHECK(cudaEventRecord(e0, stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < chains; ++i) z = kiln_chain8(i % 2 ? xr : x);
+    const auto t1 = std::chrono::steady_clock::now();
+    d.sync();  // (runs the last open group before the event)
+    BENCH_CHECK(cudaEventRecord(e1, stream));
+    BENCH_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return std::pair{ms * 1e3 / chains,
+                     std::chrono::duration<double, std::micro>(t1 - t0).count() / chains};
+  };
+  std::pair<double, double> kiln_best{1e30, 1e30}, direct_best{1e30, 1e30};
+  for (auto _ : state) {
+    const auto k = sample(true), direct = sample(false);
+    kiln_best = {std::min(kiln_best.first, k.first), std::min(kiln_best.second, k.second)};
+    direct_best = {std::min(direct_best.first, direct.first),
+                   std::min(direct_best.second, direct.second)};
+    state.SetIterationTime(k.first * 1e-6);
+  }
+  kiln::cuda::set_graph_launches(true);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  state.counters["device_us"] = kiln_best.first;
+  state.counters["host_us"] = kiln_best.second;
+  state.counters["direct_device_us"] = direct_best.first;
+  state.counters["direct_host_us"] = direct_best.second;
+}
+BENCHMARK(BM_CudaChain8LaunchPath)
+    ->ArgName("fused")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseManualTime()
+    ->Iterations(5);
 
 }  // namespace

@@ -1,7 +1,7 @@
-// Kernel launches through one-node graphs (src/cuda/kernel_launch.hpp): every launch of a kernel
-// goes through its graph with that launch's own grid and arguments, so a launch that replayed
-// the graph's earlier arguments would leave its output poisoned or wrong. Without a GPU these
-// skip with the reason cuda::absent_reason gives.
+// Kernel launches (src/cuda/kernel_launch.hpp): a kernel launched right after itself goes through
+// its one-node graph with that launch's own grid and arguments, so a launch that replayed the
+// graph's earlier arguments would leave its output poisoned or wrong; any other launch is direct.
+// Without a GPU these skip with the reason cuda::absent_reason gives.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -21,12 +21,12 @@ namespace cuda = kiln::cuda;
 using kiln::DType;
 using kiln::Tensor;
 
-// out = x * a + b, in f32 (two roundings: kiln compiles with --fmad=false).
-kiln::ir::Program scale_shift() {
+// out = x * a + b (or x * a - b: another kernel), in f32 (two roundings: --fmad=false).
+kiln::ir::Program scale_shift(kiln::ir::Op shift = kiln::ir::Op::add) {
   kiln::ir::Program p;
   const std::int32_t x = p.input(DType::f32);
   const std::int32_t scaled = p.binary(kiln::ir::Op::mul, x, p.scalar(DType::f32));
-  p.output(p.binary(kiln::ir::Op::add, scaled, p.scalar(DType::f32)));
+  p.output(p.binary(shift, scaled, p.scalar(DType::f32)));
   return p;
 }
 
@@ -39,18 +39,19 @@ void run_and_check(cuda::Context& ctx, const kiln::ir::Program& p, const Tensor<
   const kiln::detail::TensorImpl* outs[] = {out.get()};
   const double scalars[] = {a, b};
   cuda::elementwise(ctx, p, in, scalars, outs);
+  const bool add = p.nodes.back().op == kiln::ir::Op::add;
   const std::vector<float> xs = x.to_vector<float>();
   std::vector<float> got(xs.size());
   ASSERT_EQ(cudaStreamSynchronize(ctx.stream), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(got.data(), out->data(), got.size() * sizeof(float), cudaMemcpyDeviceToHost),
             cudaSuccess);
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    const float want = static_cast<float>(static_cast<double>(xs[i] * a) + b);
+    const float want = static_cast<float>(static_cast<double>(xs[i] * a) + (add ? b : -b));
     ASSERT_EQ(got[i], want) << "element " << i << " of " << xs.size() << ", x " << xs[i];
   }
 }
 
-TEST(CudaKernelLaunch, EachLaunchOfAKernelRunsItsGraphWithItsOwnGridAndArguments) {
+TEST(CudaKernelLaunch, ARepeatedKernelRunsItsGraphWithEachLaunchsGridAndArguments) {
   KILN_REQUIRE_CUDA();
   cuda::Context& ctx = cuda::context(0);
   const kiln::Device dev = kiln::Device::cuda(0);
@@ -58,16 +59,19 @@ TEST(CudaKernelLaunch, EachLaunchOfAKernelRunsItsGraphWithItsOwnGridAndArguments
   auto random = [&](std::int64_t n) {
     return Tensor<1>::random({n}, kiln::Distribution::uniform(-4, 4), dev, seed++);
   };
-  // One kernel (both sizes are contiguous, aligned multiples of 4): 1 block, then 293.
+  // One kernel for both sizes (contiguous, aligned multiples of 4): 1 block, then 293.
   const Tensor<1> small = random(1000), large = random(300000);
-  const kiln::ir::Program p = scale_shift();
+  const kiln::ir::Program p = scale_shift(), other = scale_shift(kiln::ir::Op::sub);
   const cuda::LaunchStats before = cuda::launch_stats();
-  run_and_check(ctx, p, small, 2.0f, 1.0f);
-  run_and_check(ctx, p, large, -3.0f, 0.5f);
-  run_and_check(ctx, p, small, 0.5f, -1.0f);
+  run_and_check(ctx, p, small, 2.0f, 1.0f);      // after the random kernel: direct
+  run_and_check(ctx, p, large, -3.0f, 0.5f);     // a repeat: captured, then its graph
+  run_and_check(ctx, p, small, 0.5f, -1.0f);     // the graph, with the first grid again
+  run_and_check(ctx, p, large, 1.5f, 2.0f);      // the graph
+  run_and_check(ctx, other, small, 2.0f, 1.0f);  // another kernel: direct
+  run_and_check(ctx, p, small, -1.0f, 3.0f);     // not a repeat: direct
   const cuda::LaunchStats after = cuda::launch_stats();
-  EXPECT_EQ(after.graph - before.graph, 3) << "every launch through the kernel's graph";
-  EXPECT_EQ(after.direct - before.direct, 0);
+  EXPECT_EQ(after.graph - before.graph, 3);
+  EXPECT_EQ(after.direct - before.direct, 3);
 }
 
 TEST(CudaKernelLaunch, TwoThreadsLaunchingOneKernelEachGetTheirOwnResults) {

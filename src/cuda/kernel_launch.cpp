@@ -17,6 +17,7 @@ namespace kiln::cuda {
 namespace {
 
 std::atomic<long long> graph_launches{0}, direct_launches{0};
+std::atomic<bool> graphs_on{true};
 
 // The two driver calls the runtime does not offer in this form, looked up through the runtime
 // so that kiln needs no link against libcuda (whose absence it reports as a reason, not as a
@@ -60,6 +61,7 @@ struct Graphs {
   std::mutex mu;
   std::map<std::pair<cudaKernel_t, int>, KernelGraph> by_kernel;  // (kernel, device index)
   std::vector<cudaStream_t> capture_streams;                      // by device index
+  std::vector<cudaKernel_t> last_launched;                        // by device index
 };
 Graphs& graphs() {
   static auto* g = new Graphs;  // (never destroyed: a launch may come from a static destructor)
@@ -134,12 +136,15 @@ bool launch_graph(Context& ctx, KernelGraph& g, unsigned grid, unsigned block, v
 
 void launch(Context& ctx, cudaKernel_t k, unsigned grid, unsigned block, void** args) {
   ctx.make_current();
-  {
+  if (graphs_on.load(std::memory_order_relaxed)) {
     Graphs& all = graphs();
     std::lock_guard lock(all.mu);
+    if (all.last_launched.size() <= static_cast<std::size_t>(ctx.index))
+      all.last_launched.resize(ctx.index + 1, nullptr);
+    const bool repeat = std::exchange(all.last_launched[ctx.index], k) == k;
     KernelGraph& g = all.by_kernel[{k, ctx.index}];
-    if (!g.off && !g.exec) make_graph(all, ctx, g, k, grid, block, args);
-    if (!g.off && launch_graph(ctx, g, grid, block, args)) {
+    if (repeat && !g.off && !g.exec) make_graph(all, ctx, g, k, grid, block, args);
+    if (repeat && !g.off && launch_graph(ctx, g, grid, block, args)) {
       graph_launches.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -148,6 +153,8 @@ void launch(Context& ctx, cudaKernel_t k, unsigned grid, unsigned block, void** 
                                    0, ctx.stream));
   direct_launches.fetch_add(1, std::memory_order_relaxed);
 }
+
+void set_graph_launches(bool on) { graphs_on.store(on, std::memory_order_relaxed); }
 
 LaunchStats launch_stats() { return {graph_launches.load(), direct_launches.load()}; }
 

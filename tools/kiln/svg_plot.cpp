@@ -22,6 +22,9 @@ constexpr double kPlotHeight = 360;
 constexpr double kLeft = 80;          // the y axis' labels
 constexpr double kLegendWidth = 170;  // right of the plot
 constexpr double kLineHeight = 16;
+// A falling bar's ratio is written below the bar's end, rotated ("0.60x" at font size 9): the
+// axis reaches this far below the lowest bar, so that the label ends above the group labels.
+constexpr double kFallingLabel = 34;
 
 bool has_bar(double v) { return std::isfinite(v) && v > 0; }
 
@@ -82,10 +85,6 @@ std::string svg_bar_chart(const BarChart& chart) {
       hi = std::max(hi, std::log2(v));
     }
   }
-  const int k_lo = std::min(-1, static_cast<int>(std::floor(lo)));
-  const int k_hi = std::max(1, static_cast<int>(std::ceil(hi)));
-  const int step = (k_hi - k_lo) > 12 ? 2 : 1;
-
   std::size_t group_label_lines = 1;
   for (const std::string& g : chart.groups) {
     group_label_lines = std::max(group_label_lines, lines_of(g).size());
@@ -95,6 +94,11 @@ std::string svg_bar_chart(const BarChart& chart) {
   const double plot_width = std::max(200.0, group_width * static_cast<double>(n_groups));
   const double legend_height = 20 * static_cast<double>(n_series) + 10;
   const double bottom = top + std::max(kPlotHeight, legend_height);
+
+  int k_lo = std::min(-1, static_cast<int>(std::floor(lo)));
+  const int k_hi = std::max(1, static_cast<int>(std::ceil(hi)));
+  while (lo < 0 && (lo - k_lo) / (k_hi - k_lo) * (bottom - top) < kFallingLabel) --k_lo;
+  const int step = (k_hi - k_lo) > 12 ? 2 : 1;
   const double width = kLeft + plot_width + kLegendWidth;
   const double height = bottom + 20 + kLineHeight * static_cast<double>(group_label_lines);
   auto y_of = [&](double log2_value) {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "cuda/context.hpp"  // kiln's stream, for the events of BM_CudaChain8VsHand/kernel_time
-#include "cuda/kernel_launch.hpp"  // set_graph_launches, for BM_CudaChain8LaunchPath
+#include "cuda/kernel_launch.hpp"  // launch paths: BM_CudaChain8LaunchPath, unchanged_per_fused
 #include "fusion_switch.hpp"
 #include "kiln/kiln.hpp"
 
@@ -542,6 +542,7 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
 
     Sample best{1e30, 1e30, 1e30, 1e30, 0};
     const kiln::FusionStats before = kiln::fusion_stats();
+    const kiln::cuda::LaunchStats launches_before = kiln::cuda::launch_stats();
     long long fused_chains = 0;
     for (auto _ : state) {
       const Sample s = sample();
@@ -558,6 +559,7 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
       state.SetIterationTime(s.fused);
     }
     const kiln::FusionStats after = kiln::fusion_stats();
+    const kiln::cuda::LaunchStats launches_after = kiln::cuda::launch_stats();
     FusionSwitch::set(true);
     d.sync();
     if (after.groups_run - before.groups_run != fused_chains) {
@@ -573,6 +575,11 @@ void BM_CudaChain8VsHand(benchmark::State& state, Chain8Measure what) {
     state.counters["hand_vec4_us"] = best.vec4 * 1e6;
     state.counters["unfused_us"] = best.unfused * 1e6;
     state.counters["hand_vs_kiln_maxdiff"] = hand_vs_kiln;
+    // Fused launches whose graph node held their arguments already (the unfused kernels never
+    // repeat back to back, so they take none of these): src/cuda/kernel_launch.hpp.
+    state.counters["unchanged_per_fused"] =
+        static_cast<double>(launches_after.unchanged - launches_before.unchanged) /
+        static_cast<double>(fused_chains);
     char label[160];
     if (what == Chain8Measure::device_time || what == Chain8Measure::kernel_time) {
       const double ratio = best.fused / hand_best;

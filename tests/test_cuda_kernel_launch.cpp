@@ -30,10 +30,11 @@ kiln::ir::Program scale_shift(kiln::ir::Op shift = kiln::ir::Op::add) {
   return p;
 }
 
-// Runs scale_shift over x into a NaN-poisoned output and checks every element exactly.
+// Runs scale_shift over x into a NaN-poisoned output (a new one unless given) and checks every
+// element exactly.
 void run_and_check(cuda::Context& ctx, const kiln::ir::Program& p, const Tensor<1>& x, float a,
-                   float b) {
-  const kiln::detail::Handle out = cuda::device_empty(ctx, {x.size(0)}, DType::f32);
+                   float b, kiln::detail::Handle out = nullptr) {
+  if (!out) out = cuda::device_empty(ctx, {x.size(0)}, DType::f32);
   ASSERT_EQ(cudaMemsetAsync(out->data(), 0xff, x.size(0) * sizeof(float), ctx.stream), cudaSuccess);
   const kiln::detail::TensorImpl* in[] = {x.handle().get()};
   const kiln::detail::TensorImpl* outs[] = {out.get()};
@@ -71,7 +72,31 @@ TEST(CudaKernelLaunch, ARepeatedKernelRunsItsGraphWithEachLaunchsGridAndArgument
   run_and_check(ctx, p, small, -1.0f, 3.0f);     // not a repeat: direct
   const cuda::LaunchStats after = cuda::launch_stats();
   EXPECT_EQ(after.graph - before.graph, 3);
+  EXPECT_EQ(after.unchanged - before.unchanged, 0);
   EXPECT_EQ(after.direct - before.direct, 3);
+}
+
+// A repeat with the very arguments the graph's node holds skips the update, and still runs: the
+// output is poisoned before each launch.
+TEST(CudaKernelLaunch, ARepeatWithTheSameArgumentsRelaunchesTheGraphAsItIs) {
+  KILN_REQUIRE_CUDA();
+  cuda::Context& ctx = cuda::context(0);
+  const kiln::Device dev = kiln::Device::cuda(0);
+  const std::uint64_t seed = kt::fresh_seed();
+  const Tensor<1> x = Tensor<1>::random({50000}, kiln::Distribution::uniform(-4, 4), dev, seed);
+  const kiln::detail::Handle out = cuda::device_empty(ctx, {x.size(0)}, DType::f32);
+  const kiln::ir::Program p = scale_shift();
+  const cuda::LaunchStats before = cuda::launch_stats();
+  run_and_check(ctx, p, x, 2.0f, 1.0f, out);   // direct
+  run_and_check(ctx, p, x, 2.0f, 1.0f, out);   // captured: its graph, arguments set
+  run_and_check(ctx, p, x, 2.0f, 1.0f, out);   // unchanged
+  run_and_check(ctx, p, x, 2.0f, 1.0f, out);   // unchanged
+  run_and_check(ctx, p, x, 2.0f, -1.0f, out);  // another scalar: set
+  run_and_check(ctx, p, x, 2.0f, -1.0f, out);  // unchanged
+  const cuda::LaunchStats after = cuda::launch_stats();
+  EXPECT_EQ(after.graph - before.graph, 5);
+  EXPECT_EQ(after.unchanged - before.unchanged, 3);
+  EXPECT_EQ(after.direct - before.direct, 1);
 }
 
 TEST(CudaKernelLaunch, TwoThreadsLaunchingOneKernelEachGetTheirOwnResults) {

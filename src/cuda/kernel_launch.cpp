@@ -16,7 +16,7 @@
 namespace kiln::cuda {
 namespace {
 
-std::atomic<long long> graph_launches{0}, direct_launches{0};
+std::atomic<long long> graph_launches{0}, unchanged_launches{0}, direct_launches{0};
 std::atomic<bool> graphs_on{true};
 
 // The two driver calls the runtime does not offer in this form, looked up through the runtime
@@ -25,13 +25,14 @@ std::atomic<bool> graphs_on{true};
 struct Driver {
   PFN_cuGraphExecKernelNodeSetParams_v12000 set_params = nullptr;
   PFN_cuKernelGetFunction_v12000 get_function = nullptr;
+  PFN_cuFuncGetParamInfo_v12040 param_info = nullptr;  // (null before CUDA 12.4)
 };
 
 template <class F>
-F entry_point(const char* name) {
+F entry_point(const char* name, unsigned version = 12000) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) !=
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found) !=
           cudaSuccess ||
       found != cudaDriverEntryPointSuccess) {
     cudaGetLastError();
@@ -43,7 +44,8 @@ F entry_point(const char* name) {
 const Driver& driver() {
   static const Driver d{
       entry_point<PFN_cuGraphExecKernelNodeSetParams_v12000>("cuGraphExecKernelNodeSetParams"),
-      entry_point<PFN_cuKernelGetFunction_v12000>("cuKernelGetFunction")};
+      entry_point<PFN_cuKernelGetFunction_v12000>("cuKernelGetFunction"),
+      entry_point<PFN_cuFuncGetParamInfo_v12040>("cuFuncGetParamInfo", 12040)};
   return d;
 }
 
@@ -55,6 +57,11 @@ struct KernelGraph {
   cudaGraphNode_t node = nullptr;
   cudaGraphExec_t exec = nullptr;
   CUfunction function = nullptr;  // the kernel in this device's context
+  // The kernel's parameter sizes (empty where CUDA does not report them: then every launch sets
+  // the node), and the grid, block and argument bytes the node holds now.
+  std::vector<std::size_t> param_sizes;
+  unsigned grid = 0, block = 0;
+  std::vector<unsigned char> arg_bytes;
 };
 
 struct Graphs {
@@ -76,6 +83,15 @@ void refuse(const char* what, const char* why) {
   }
 }
 void refuse(const char* what, cudaError_t e) { refuse(what, cudaGetErrorString(e)); }
+
+// A function's parameter sizes in order; empty if the driver cannot say (before CUDA 12.4).
+std::vector<std::size_t> param_sizes(CUfunction f) {
+  const auto info = driver().param_info;
+  std::vector<std::size_t> sizes;
+  std::size_t offset = 0, size = 0;
+  while (info && info(f, sizes.size(), &offset, &size) == CUDA_SUCCESS) sizes.push_back(size);
+  return sizes;  // (the driver's "index out of range" ends the list; it sets no runtime error)
+}
 
 // Under the graphs' mutex: captures one launch of k into g. On any refusal g stays off.
 void make_graph(Graphs& all, Context& ctx, KernelGraph& g, cudaKernel_t k, unsigned grid,
@@ -109,12 +125,36 @@ void make_graph(Graphs& all, Context& ctx, KernelGraph& g, cudaKernel_t k, unsig
     return refuse("cudaGraphGetNodes", e);
   if ((e = cudaGraphInstantiate(&g.exec, g.graph, 0)) != cudaSuccess)
     return refuse("cudaGraphInstantiate", e);
+  g.param_sizes = param_sizes(g.function);
   g.off = false;
 }
 
-// Under the graphs' mutex: queues the launch as g's graph with these arguments; false (and g
-// off) when the driver refuses the update.
+// Under the graphs' mutex: whether g's node already holds this launch's grid and arguments
+// (a loop over the same tensors, or a freed output's memory handed back for the next one), and
+// if not, records them as what it will hold.
+bool node_holds(KernelGraph& g, unsigned grid, unsigned block, void** args) {
+  if (g.param_sizes.empty()) return false;
+  thread_local std::vector<unsigned char> bytes;
+  bytes.clear();
+  for (std::size_t i = 0; i < g.param_sizes.size(); ++i) {
+    const auto* p = static_cast<const unsigned char*>(args[i]);
+    bytes.insert(bytes.end(), p, p + g.param_sizes[i]);
+  }
+  if (g.grid == grid && g.block == block && g.arg_bytes == bytes) return true;
+  g.grid = grid;
+  g.block = block;
+  g.arg_bytes.swap(bytes);
+  return false;
+}
+
+// Under the graphs' mutex: queues the launch as g's graph with these arguments, setting them on
+// the node unless it holds them already; false (and g off) when the driver refuses the update.
 bool launch_graph(Context& ctx, KernelGraph& g, unsigned grid, unsigned block, void** args) {
+  if (node_holds(g, grid, block, args)) {
+    KILN_CUDA_CHECK(cudaGraphLaunch(g.exec, ctx.stream));
+    unchanged_launches.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
   CUDA_KERNEL_NODE_PARAMS p{};
   p.func = g.function;
   p.gridDimX = grid;
@@ -125,6 +165,7 @@ bool launch_graph(Context& ctx, KernelGraph& g, unsigned grid, unsigned block, v
   if (driver().set_params(reinterpret_cast<CUgraphExec>(g.exec),
                           reinterpret_cast<CUgraphNode>(g.node), &p) != CUDA_SUCCESS) {
     g.off = true;
+    g.arg_bytes.clear();
     refuse("cuGraphExecKernelNodeSetParams", "");
     return false;
   }
@@ -156,6 +197,8 @@ void launch(Context& ctx, cudaKernel_t k, unsigned grid, unsigned block, void** 
 
 void set_graph_launches(bool on) { graphs_on.store(on, std::memory_order_relaxed); }
 
-LaunchStats launch_stats() { return {graph_launches.load(), direct_launches.load()}; }
+LaunchStats launch_stats() {
+  return {graph_launches.load(), unchanged_launches.load(), direct_launches.load()};
+}
 
 }  // namespace kiln::cuda

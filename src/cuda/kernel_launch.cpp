@@ -19,7 +19,7 @@ namespace {
 std::atomic<long long> graph_launches{0}, unchanged_launches{0}, direct_launches{0};
 std::atomic<bool> graphs_on{true};
 
-// The two driver calls the runtime does not offer in this form, looked up through the runtime
+// The driver calls the runtime does not offer in this form, looked up through the runtime
 // so that kiln needs no link against libcuda (whose absence it reports as a reason, not as a
 // program that cannot start).
 struct Driver {

@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include "core/checked.hpp"
 #include "dispatch/registry.hpp"
 #include "kiln/error.hpp"
 
@@ -46,6 +47,12 @@ Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b) {
     }
     out[i] = x == 1 ? y : x;
   }
+  try {
+    checked_numel(op, out);
+  } catch (const ShapeError& e) {
+    throw ShapeError(
+        fmt::format("{} (broadcasting {} and {})", e.what(), format_dims(a), format_dims(b)));
+  }
   return out;
 }
 
@@ -60,10 +67,17 @@ TensorImpl broadcast_to(const TensorImpl& t, const Dims& shape) {
   return v;
 }
 
-void check_extents(const char* op, const Dims& shape) {
-  for (auto e : shape) {
-    if (e < 0)
-      throw ShapeError(fmt::format("{}: negative dimension {} in {}", op, e, format_dims(shape)));
+Handle allocate(const char* op, Backend& be, const Dims& shape, DType dtype) {
+  const auto bytes = static_cast<std::uint64_t>(checked_bytes(op, shape, dtype));
+  if (bytes > be.memory_capacity()) {
+    throw OutOfMemoryError(fmt::format(
+        "{}: a {} tensor of shape {} needs {} bytes, more than the {} bytes of {}'s memory", op,
+        dtype_name(dtype), format_dims(shape), bytes, be.memory_capacity(), be.device().str()));
+  }
+  try {
+    return be.empty(shape, dtype);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(fmt::format("{}: {}", op, e.what()));
   }
 }
 
@@ -75,7 +89,7 @@ namespace {
 // are, and operand lists of up to kInline entries live on the stack.
 constexpr std::size_t kInline = 4;
 
-void run_into(const ir::Program& program, std::span<const Handle> inputs,
+void run_into(const char* op, const ir::Program& program, std::span<const Handle> inputs,
               std::span<const double> scalars, const Dims& shape, Device device, Handle* out) {
   Backend& be = backend(device);
   const std::size_t n_in = inputs.size(), n_out = program.outputs.size();
@@ -96,7 +110,7 @@ void run_into(const ir::Program& program, std::span<const Handle> inputs,
     }
   }
   for (std::size_t o = 0; o < n_out; ++o) {
-    out[o] = be.empty(shape, program.dtype(program.outputs[o]));
+    out[o] = allocate(op, be, shape, program.dtype(program.outputs[o]));
     outs[o] = out[o].get();
   }
   be.elementwise(program, {in, n_in}, scalars, {outs, n_out});
@@ -104,19 +118,19 @@ void run_into(const ir::Program& program, std::span<const Handle> inputs,
 
 }  // namespace
 
-std::vector<Handle> run_elementwise(const ir::Program& program, std::span<const Handle> inputs,
-                                    std::span<const double> scalars, const Dims& shape,
-                                    Device device) {
+std::vector<Handle> run_elementwise(const char* op, const ir::Program& program,
+                                    std::span<const Handle> inputs, std::span<const double> scalars,
+                                    const Dims& shape, Device device) {
   std::vector<Handle> out(program.outputs.size());
-  run_into(program, inputs, scalars, shape, device, out.data());
+  run_into(op, program, inputs, scalars, shape, device, out.data());
   return out;
 }
 
-Handle run_elementwise1(const ir::Program& program, std::span<const Handle> inputs,
+Handle run_elementwise1(const char* op, const ir::Program& program, std::span<const Handle> inputs,
                         std::span<const double> scalars, const Dims& shape, Device device) {
   if (program.outputs.size() != 1) throw Error("run_elementwise1: the program has not one output");
   Handle out;
-  run_into(program, inputs, scalars, shape, device, &out);
+  run_into(op, program, inputs, scalars, shape, device, &out);
   return out;
 }
 

@@ -26,15 +26,18 @@ Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b);
 // t seen with `shape` (which t broadcasts to): prepended and size-1 dims get stride 0.
 TensorImpl broadcast_to(const TensorImpl& t, const Dims& shape);
 
-// Throws ShapeError naming `op` if any extent is negative.
-void check_extents(const char* op, const Dims& shape);
+// A new contiguous tensor for `op`: the one way the front end asks a backend for memory.
+// ShapeError naming `op` when the shape's element or byte count overflows (core/checked.hpp);
+// OutOfMemoryError naming `op` when the bytes exceed the device's memory (checked here, so a
+// recording decorator that allocates later fails at this op too) or the backend has none left.
+Handle allocate(const char* op, Backend& be, const Dims& shape, DType dtype);
 
-// Runs `program` over `shape` on the inputs' device: inputs are broadcast to `shape`, one new
-// contiguous output per program output (dtypes from the program).
-std::vector<Handle> run_elementwise(const ir::Program& program, std::span<const Handle> inputs,
-                                    std::span<const double> scalars, const Dims& shape,
-                                    Device device);
-Handle run_elementwise1(const ir::Program& program, std::span<const Handle> inputs,
+// Runs `program` over `shape` on the inputs' device for `op`: inputs are broadcast to `shape`,
+// one new contiguous output per program output (dtypes from the program).
+std::vector<Handle> run_elementwise(const char* op, const ir::Program& program,
+                                    std::span<const Handle> inputs, std::span<const double> scalars,
+                                    const Dims& shape, Device device);
+Handle run_elementwise1(const char* op, const ir::Program& program, std::span<const Handle> inputs,
                         std::span<const double> scalars, const Dims& shape, Device device);
 
 }  // namespace kiln::detail

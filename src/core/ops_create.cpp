@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/checked.hpp"
 #include "core/ops_common.hpp"
 #include "kiln/error.hpp"
 
@@ -27,11 +28,11 @@ double scalar_for(const char* op, double v, DType t) {
 }  // namespace
 
 Handle full(const Dims& shape, Scalar value, DType dtype, Device device) {
-  check_extents("full", shape);
+  checked_numel("full", shape);
   ir::Program p;
   p.output(p.scalar(dtype));
   double v = scalar_for("full", value.value, dtype);
-  return run_elementwise1(p, {}, std::span<const double>(&v, 1), shape, device);
+  return run_elementwise1("full", p, {}, std::span<const double>(&v, 1), shape, device);
 }
 
 Handle arange(double start, double stop, double step, DType dtype, Device device) {
@@ -55,24 +56,24 @@ Handle arange(double start, double stop, double step, DType dtype, Device device
     throw ValueError(
         fmt::format("arange: i32 needs integral start and step, got {} and {}", start, step));
   }
-  return run_elementwise1(p, {}, scalars, {static_cast<std::int64_t>(count)}, device);
+  return run_elementwise1("arange", p, {}, scalars, {static_cast<std::int64_t>(count)}, device);
 }
 
 Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& shape,
                  Device device) {
-  check_extents("from_data", shape);
-  if (static_cast<std::int64_t>(count) != numel(shape)) {
+  const std::int64_t n = checked_numel("from_data", shape);
+  if (count != static_cast<std::uint64_t>(n)) {
     throw ShapeError(fmt::format("from_data: {} values for shape {} ({} elements)", count,
-                                 format_dims(shape), numel(shape)));
+                                 format_dims(shape), n));
   }
   Backend& be = backend_of(device);
-  Handle t = be.empty(shape, dtype);
+  Handle t = allocate("from_data", be, shape, dtype);
   be.upload(data, *t);
   return t;
 }
 
 Handle random(const Dims& shape, const Distribution& dist, Device device, std::uint64_t seed) {
-  check_extents("random", shape);
+  checked_numel("random", shape);
   RandomSpec spec;
   if (dist.kind == Distribution::Kind::uniform) {
     if (!(std::isfinite(dist.a) && std::isfinite(dist.b) && dist.a <= dist.b)) {
@@ -88,7 +89,7 @@ Handle random(const Dims& shape, const Distribution& dist, Device device, std::u
     spec = {RandomSpec::Kind::normal, dist.a, dist.b};
   }
   Backend& be = backend_of(device);
-  Handle t = be.empty(shape, DType::f32);
+  Handle t = allocate("random", be, shape, DType::f32);
   be.random(spec, seed, *t);
   return t;
 }
@@ -97,7 +98,7 @@ Handle contiguous(const Handle& x) {
   if (x->is_contiguous()) return x;
   ir::Program p;
   p.output(p.input(x->dtype));
-  return run_elementwise1(p, std::span<const Handle>(&x, 1), {}, x->shape, x->device);
+  return run_elementwise1("contiguous", p, std::span<const Handle>(&x, 1), {}, x->shape, x->device);
 }
 
 void read(const Handle& t, void* dst, DType as) {
@@ -107,7 +108,15 @@ void read(const Handle& t, void* dst, DType as) {
 
 Handle to_device(const Handle& t, Device device) {
   if (t->device == device) return t;
-  std::vector<unsigned char> host(static_cast<std::size_t>(t->numel()) * dtype_size(t->dtype));
+  const auto bytes = static_cast<std::size_t>(t->numel()) * dtype_size(t->dtype);
+  std::vector<unsigned char> host;
+  try {
+    host.resize(bytes);
+  } catch (const std::exception&) {  // std::bad_alloc, or std::length_error past max_size()
+    throw OutOfMemoryError(fmt::format(
+        "to: cannot allocate {} bytes of host memory to move a tensor of shape {} from {} to {}",
+        bytes, format_dims(t->shape), t->device.str(), device.str()));
+  }
   read(t, host.data(), t->dtype);
   return from_data(host.data(), static_cast<std::size_t>(t->numel()), t->dtype, t->shape, device);
 }

@@ -127,15 +127,15 @@ const ir::Program& binary_scalar_program(Binary op, DType tensor, DType scalar, 
 }  // namespace
 
 Handle unary(Unary op, const Handle& x) {
-  return run_elementwise1(unary_program(op, x->dtype), std::span<const Handle>(&x, 1), {}, x->shape,
-                          x->device);
+  return run_elementwise1(ir::op_name(ir_op(op)), unary_program(op, x->dtype),
+                          std::span<const Handle>(&x, 1), {}, x->shape, x->device);
 }
 
 Handle binary(Binary op, const Handle& a, const Handle& b) {
   Device d = common_device(name(op), {&a, &b});
   Dims shape = broadcast_shapes(name(op), a->shape, b->shape);
   Handle inputs[] = {a, b};
-  return run_elementwise1(binary_program(op, a->dtype, b->dtype), inputs, {}, shape, d);
+  return run_elementwise1(name(op), binary_program(op, a->dtype, b->dtype), inputs, {}, shape, d);
 }
 
 namespace {
@@ -144,7 +144,7 @@ namespace {
 Handle binary_scalar(Binary op, const Handle& t, Scalar s, bool scalar_first) {
   DType st = scalar_dtype(s, t->dtype);
   double v = checked_scalar(name(op), s, st);
-  return run_elementwise1(binary_scalar_program(op, t->dtype, st, scalar_first),
+  return run_elementwise1(name(op), binary_scalar_program(op, t->dtype, st, scalar_first),
                           std::span<const Handle>(&t, 1), std::span<const double>(&v, 1), t->shape,
                           t->device);
 }
@@ -159,8 +159,8 @@ Handle pow(const Handle& x, double exponent) {
   ir::Program p;
   std::int32_t in = p.cast(p.input(x->dtype), DType::f32);
   p.output(p.binary(ir::Op::pow, in, p.scalar(DType::f32)));
-  return run_elementwise1(p, std::span<const Handle>(&x, 1), std::span<const double>(&exponent, 1),
-                          x->shape, x->device);
+  return run_elementwise1("pow", p, std::span<const Handle>(&x, 1),
+                          std::span<const double>(&exponent, 1), x->shape, x->device);
 }
 
 Handle clamp(const Handle& x, Scalar lo, Scalar hi) {
@@ -172,7 +172,7 @@ Handle clamp(const Handle& x, Scalar lo, Scalar hi) {
   std::int32_t low = p.binary(ir::Op::maximum, in, p.scalar(t));
   p.output(p.binary(ir::Op::minimum, low, p.scalar(t)));
   double scalars[] = {checked_scalar("clamp", lo, t), checked_scalar("clamp", hi, t)};
-  return run_elementwise1(p, std::span<const Handle>(&x, 1), scalars, x->shape, x->device);
+  return run_elementwise1("clamp", p, std::span<const Handle>(&x, 1), scalars, x->shape, x->device);
 }
 
 Handle where(const Handle& cond, const Handle& a, const Handle& b) {
@@ -188,14 +188,14 @@ Handle where(const Handle& cond, const Handle& a, const Handle& b) {
   std::int32_t x = p.cast(p.input(a->dtype), t), y = p.cast(p.input(b->dtype), t);
   p.output(p.where(c, x, y));
   Handle inputs[] = {cond, a, b};
-  return run_elementwise1(p, inputs, {}, shape, d);
+  return run_elementwise1("where", p, inputs, {}, shape, d);
 }
 
 Handle cast(const Handle& x, DType to) {
   if (x->dtype == to) return x;
   ir::Program p;
   p.output(p.cast(p.input(x->dtype), to));
-  return run_elementwise1(p, std::span<const Handle>(&x, 1), {}, x->shape, x->device);
+  return run_elementwise1("cast", p, std::span<const Handle>(&x, 1), {}, x->shape, x->device);
 }
 
 }  // namespace kiln::detail

@@ -46,7 +46,7 @@ Handle matmul(const Handle& a, const Handle& b) {
   }
   const std::int64_t batch = ba == 1 ? bb : ba;
   Backend& be = backend_of(d);
-  Handle out = be.empty({batch, m, n}, DType::f32);
+  Handle out = allocate("matmul", be, {batch, m, n}, DType::f32);
   if (out->numel() > 0) be.matmul(as_batched(*a, batch), as_batched(*b, batch), *out);
   if (a->rank() == 2 && b->rank() == 2) return view(*out, {m, n}, {n, 1}, out->offset);
   return out;

@@ -24,7 +24,7 @@ Handle reduce_keep(Reduction op, const Handle& x, int dim) {
                                  dim >= 0 ? fmt::format("dim {}", dim) : "all"));
   }
   Backend& be = backend_of(x->device);
-  Handle out = be.empty(out_shape, reduce_result_dtype(op, x->dtype));
+  Handle out = allocate(name, be, out_shape, reduce_result_dtype(op, x->dtype));
   if (out->numel() > 0) be.reduce(op, *x, dim, *out);
   return out;
 }

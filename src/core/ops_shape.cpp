@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/checked.hpp"
 #include "core/ops_common.hpp"
 #include "kiln/error.hpp"
 
@@ -16,19 +17,19 @@ Handle reshape(const Handle& x, const Dims& shape) {
   if (std::count(target.begin(), target.end(), -1) > 1) {
     throw ShapeError(fmt::format("reshape: more than one -1 in {}", format_dims(shape)));
   }
-  std::int64_t known = 1;
   for (auto e : target) {
     if (e < -1)
       throw ShapeError(fmt::format("reshape: negative dimension {} in {}", e, format_dims(shape)));
-    if (e != -1) known *= e;
   }
   if (infer != target.end()) {
+    *infer = 1;
+    const std::int64_t known = checked_numel("reshape", target);
     if (known == 0)
       throw ShapeError(
           fmt::format("reshape: cannot infer -1 in {} for zero elements", format_dims(shape)));
     *infer = x->numel() / known;
   }
-  if (numel(target) != x->numel()) {
+  if (checked_numel("reshape", target) != x->numel()) {
     throw ShapeError(fmt::format("reshape: cannot reshape {} ({} elements) to {}",
                                  format_dims(x->shape), x->numel(), format_dims(shape)));
   }
@@ -67,16 +68,21 @@ Handle slice(const Handle& x, int dim, std::int64_t start, std::int64_t stop, st
   auto clampi = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
   start = clampi(start);
   stop = clampi(stop);
-  std::int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  // ceil((stop - start) / step), written so that no step can overflow it.
+  const std::int64_t len = stop > start ? 1 + (stop - start - 1) / step : 0;
   Dims shape = x->shape, strides = x->strides;
   shape[dim] = len;
-  strides[dim] *= step;
+  // Two or more elements mean step < n, so the new stride stays within the buffer; with fewer
+  // the stride is never used and keeps its old value rather than overflow.
+  if (len > 1) strides[dim] *= step;
   return view(*x, shape, strides, x->offset + (len > 0 ? start * x->strides[dim] : 0));
 }
 
 Handle unsqueeze(const Handle& x, int dim) {
   Dims shape = x->shape, strides = x->strides;
-  std::int64_t stride = dim < x->rank() ? x->shape[dim] * x->strides[dim] : 1;
+  // Any stride serves a size-1 dim: row-major's where it fits int64, else 1.
+  std::int64_t stride = 1;
+  if (dim < x->rank() && !mul_fits(x->shape[dim], x->strides[dim], &stride)) stride = 1;
   shape.insert(shape.begin() + dim, 1);
   strides.insert(strides.begin() + dim, stride);
   return view(*x, shape, strides, x->offset);
@@ -106,6 +112,7 @@ Handle expand(const Handle& x, const Dims& shape) {
     if (target[i] < 0)
       throw ShapeError(fmt::format("expand: negative dimension in {}", format_dims(shape)));
   }
+  checked_numel("expand", target);
   TensorImpl v = broadcast_to(*x, target);
   return view(*x, v.shape, v.strides, x->offset);
 }
@@ -127,10 +134,13 @@ Handle cat(std::span<const Handle> xs, int dim) {
                                      format_dims(first->shape), format_dims(x->shape), dim));
       }
     }
-    shape[dim] += x->shape[dim];
+    if (!add_fits(shape[dim], x->shape[dim], &shape[dim])) {
+      throw ShapeError(fmt::format("cat: the extents along dim {} add up past int64 (at {})", dim,
+                                   format_dims(x->shape)));
+    }
   }
   Backend& be = backend_of(first->device);
-  Handle out = be.empty(shape, first->dtype);
+  Handle out = allocate("cat", be, shape, first->dtype);
   ir::Program copy;
   copy.output(copy.input(first->dtype));
   std::int64_t at = 0;

@@ -1,5 +1,7 @@
 #include "cpu/cpu_backend.hpp"
 
+#include <sys/sysinfo.h>
+
 #include <cstring>
 
 #include "core/runtime_config.hpp"
@@ -21,6 +23,15 @@ const KernelTable& live_kernels() {
 }  // namespace
 
 std::string CpuBackend::name() const { return std::string("cpu<") + live_kernels().target() + ">"; }
+
+std::uint64_t CpuBackend::memory_capacity() const {
+  static const std::uint64_t bytes = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return ~std::uint64_t{0};  // unknown: let the allocator decide
+    return (std::uint64_t{si.totalram} + si.totalswap) * si.mem_unit;
+  }();
+  return bytes;
+}
 
 detail::Handle CpuBackend::empty(const Dims& shape, DType dtype) {
   return host_empty(shape, dtype);

@@ -9,6 +9,7 @@ class CpuBackend final : public detail::Backend {
  public:
   std::string name() const override;  // "cpu<avx2>", "cpu<scalar>"
   Device device() const override { return Device::cpu(); }
+  std::uint64_t memory_capacity() const override;
   detail::Handle empty(const Dims& shape, DType dtype) override;
   void upload(const void* src, const detail::TensorImpl& t) override;
   void download(const detail::TensorImpl& t, void* dst) override;

@@ -15,6 +15,7 @@ class CudaBackend final : public detail::Backend {
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
   Device device() const override { return ctx_.device; }
+  std::uint64_t memory_capacity() const override { return ctx_.total_memory; }
   detail::Handle empty(const Dims& shape, DType dtype) override;
   void upload(const void* src, const detail::TensorImpl& t) override;
   void download(const detail::TensorImpl& t, void* dst) override;

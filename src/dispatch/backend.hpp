@@ -54,6 +54,10 @@ class Backend {
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
 
+  // The bytes of memory the device has (host: RAM and swap; CUDA: the GPU's total). No buffer
+  // larger than this can ever be allocated, so the front end refuses one at the op that asks,
+  // even where a decorator allocates later.
+  virtual std::uint64_t memory_capacity() const = 0;
   // A new contiguous tensor whose contents are unspecified.
   virtual Handle empty(const Dims& shape, DType dtype) = 0;
   // Copies numel * dtype_size bytes from host memory into the contiguous tensor t.

@@ -32,6 +32,7 @@ class Fusion final : public detail::Backend {
 
   std::string name() const override { return "fusion<" + inner_.name() + ">"; }
   Device device() const override { return inner_.device(); }
+  std::uint64_t memory_capacity() const override { return inner_.memory_capacity(); }
   detail::Handle empty(const Dims& shape, DType dtype) override;
   void upload(const void* src, const detail::TensorImpl& t) override;
   void download(const detail::TensorImpl& t, void* dst) override;

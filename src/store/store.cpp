@@ -462,11 +462,14 @@ struct Store::Impl {
   }
 
   // Gives the pages of removed rows back to the file system. The rows are gone whether or not
-  // it succeeds (it needs room for a copy of the file, which a full disk lacks).
+  // it succeeds (it needs room for a copy of the file, which a full disk lacks). VACUUM writes
+  // the new file into the WAL; the checkpoint moves it into the file and truncates the WAL now,
+  // not at the last close, which the process's store never reaches.
   void vacuum() {
     if (mode != Mode::persistent) return;
     try {
       db.exec("VACUUM");
+      db.query_int("PRAGMA wal_checkpoint(TRUNCATE)");
     } catch (const sql::Error& e) {
       warn_once("vacuum", "rows removed from " + file.string() +
                               ", but the space they held was not given back (" + e.what() + ")");

@@ -266,6 +266,8 @@ ReadOnlyRun read_only_run(const fs::path& d, const std::string& how) {
 
 class ReadOnlyStore : public StoreFailures {
  protected:
+  ReadOnlyRun r_;
+
   void SetUp() override {
     // uid 65534 must reach the directories: mkdtemp made the test's own 0700.
     fs::permissions(tmp_.path(), fs::perms::owner_all | fs::perms::group_read |
@@ -277,7 +279,20 @@ class ReadOnlyStore : public StoreFailures {
     for (const auto& e : fs::recursive_directory_iterator(tmp_.path()))
       fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add);
   }
-  static void chmod(const fs::path& p, fs::perms perms) { fs::permissions(p, perms); }
+  // The worker's read-only run on `name` after `how` (the test is skipped where `how` cannot be
+  // arranged): in `mode`, finding `hits` rows, with one warning, which names `reason`. The
+  // caller returns when IsSkipped() or HasFatalFailure().
+  void run(const std::string& name, const std::string& how, const std::string& mode,
+           const std::string& hits, const std::string& reason) {
+    r_ = read_only_run(dir(name), how);
+    if (r_.code == 5) GTEST_SKIP() << "cannot arrange '" << how << "' here: " << r_.out;
+    ASSERT_EQ(r_.code, 0) << r_.out;
+    EXPECT_EQ(r_.line("mode"), mode) << r_.out;
+    EXPECT_EQ(r_.line("hits"), hits) << r_.out;
+    EXPECT_EQ(kt::occurrences(r_.out, "warning: "), 1u) << r_.out;
+    EXPECT_NE(r_.line("warning").find(reason), std::string::npos) << r_.out;
+  }
+  bool done() const { return IsSkipped() || HasFatalFailure(); }
 };
 
 constexpr auto kReadOnlyDir = fs::perms::owner_read | fs::perms::owner_exec |
@@ -289,61 +304,38 @@ constexpr auto kReadOnlyFile =
 TEST_F(ReadOnlyStore, ADirectoryOfMode555HoldingRowsIsReadWithOneWarning) {
   make_store("ro-dir", 10);
   const auto before = snapshot(dir("ro-dir"));
-  chmod(dir("ro-dir"), kReadOnlyDir);
-  const ReadOnlyRun r = read_only_run(dir("ro-dir"), "nobody");
-  if (r.code == 5) GTEST_SKIP() << "cannot run as another user here: " << r.out;
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.line("mode"), "read-only") << r.out;
-  EXPECT_EQ(r.line("hits"), "10") << r.out;
-  EXPECT_NE(r.line("write").find("not durable: " + db("ro-dir").string() + " cannot be written"),
+  fs::permissions(dir("ro-dir"), kReadOnlyDir);
+  run("ro-dir", "nobody", "read-only", "10", "Permission denied");
+  if (done()) return;
+  EXPECT_NE(r_.line("write").find("not durable: " + db("ro-dir").string() + " cannot be written"),
             std::string::npos)
-      << r.out;
-  EXPECT_EQ(kt::occurrences(r.out, "warning: "), 1u) << r.out;
-  EXPECT_NE(r.line("warning").find("Permission denied"), std::string::npos) << r.out;
+      << r_.out;
   EXPECT_TRUE(snapshot(dir("ro-dir")) == before) << names(snapshot(dir("ro-dir")));
 }
 
 TEST_F(ReadOnlyStore, AFileOfMode444IsReadAndNothingIsWrittenBesideIt) {
   make_store("ro-file", 10);
   const auto before = snapshot(dir("ro-file"));
-  chmod(db("ro-file"), kReadOnlyFile);
-  chmod(dir("ro-file"), fs::perms::all);  // the directory is anybody's to write
-  const ReadOnlyRun r = read_only_run(dir("ro-file"), "nobody");
-  if (r.code == 5) GTEST_SKIP() << "cannot run as another user here: " << r.out;
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.line("mode"), "read-only") << r.out;
-  EXPECT_EQ(r.line("hits"), "10") << r.out;
-  EXPECT_EQ(kt::occurrences(r.out, "warning: "), 1u) << r.out;
-  EXPECT_NE(r.line("warning").find(db("ro-file").string() + ": Permission denied"),
-            std::string::npos)
-      << r.out;
+  fs::permissions(db("ro-file"), kReadOnlyFile);
+  fs::permissions(dir("ro-file"), fs::perms::all);  // the directory is anybody's to write
+  run("ro-file", "nobody", "read-only", "10", db("ro-file").string() + ": Permission denied");
+  if (done()) return;
   // Read through an immutable open: no -wal or -shm, although the directory would take them.
   EXPECT_EQ(names(snapshot(dir("ro-file"))), names(before));
 }
 
 TEST_F(ReadOnlyStore, AnEmptyDirectoryOfMode555IsReportedAsPermissionDenied) {
   fs::create_directories(dir("empty"));
-  chmod(dir("empty"), kReadOnlyDir);
-  const ReadOnlyRun r = read_only_run(dir("empty"), "nobody");
-  if (r.code == 5) GTEST_SKIP() << "cannot run as another user here: " << r.out;
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.line("mode"), "memory-only") << r.out;
-  EXPECT_EQ(kt::occurrences(r.out, "warning: "), 1u) << r.out;
-  const std::string w = r.line("warning");
-  EXPECT_NE(w.find(dir("empty").string() + ": Permission denied"), std::string::npos) << r.out;
-  EXPECT_EQ(w.find("No such file or directory"), std::string::npos) << r.out;
+  fs::permissions(dir("empty"), kReadOnlyDir);
+  run("empty", "nobody", "memory-only", "0", dir("empty").string() + ": Permission denied");
+  if (done()) return;
+  EXPECT_EQ(r_.line("warning").find("No such file or directory"), std::string::npos) << r_.out;
   EXPECT_TRUE(fs::is_empty(dir("empty")));
 }
 
 TEST_F(ReadOnlyStore, AReadOnlyMountIsReadAndSaysSo) {
   make_store("mounted", 10);
-  const ReadOnlyRun r = read_only_run(dir("mounted"), "ro-mount");
-  if (r.code == 5) GTEST_SKIP() << "cannot mount here (needs root): " << r.out;
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.line("mode"), "read-only") << r.out;
-  EXPECT_EQ(r.line("hits"), "10") << r.out;
-  EXPECT_EQ(kt::occurrences(r.out, "warning: "), 1u) << r.out;
-  EXPECT_NE(r.line("warning").find("Read-only file system"), std::string::npos) << r.out;
+  run("mounted", "ro-mount", "read-only", "10", "Read-only file system");
 }
 
 // ---- the build revision ----

@@ -284,9 +284,9 @@ void tune_matmuls(const std::vector<MatmulSize>& sizes, const TuneOptions& o,
   if (st == nullptr) throw Error("tune --matmul: persistence is off: there is no store to fill");
   // A store that cannot be written is no place to tune into: the choices would be lost when
   // kiln tune exits.
-  auto refuse_unless_persistent = [&](const std::string& done) {
+  auto refuse_unless_persistent = [&](const std::string& prefix) {
     if (st->persistent()) return;
-    throw Error(fmt::format("tune --matmul: {}the store at {} cannot be written ({})", done,
+    throw Error(fmt::format("tune --matmul: {}the store at {} cannot be written ({})", prefix,
                             st->directory().string(), st->why()));
   };
   refuse_unless_persistent("");

@@ -112,12 +112,12 @@ TEST_F(CliTest, TuneListShowsRowsByIdentityAndMarksStaleOnes) {
   const Outcome r = kiln({"tune", "--list"});
   ASSERT_EQ(r.status, 0) << r;
   const std::string stale = line_with(r.out, old.describe());
-  EXPECT_TRUE(has(stale, ": stale: another device or version")) << r;
+  EXPECT_TRUE(has(stale, ": stale: another device, version or build")) << r;
   const std::string cur = line_with(r.out, current.describe() + ":");
   ASSERT_FALSE(cur.empty()) << r;
   // Without a CUDA device kiln cannot tell whether "Test GPU" is this machine's device; with
   // one, it is not (a test identity), so the row is another device's.
-  EXPECT_TRUE(has(cur, cuda_present() ? "stale: another device or version"
+  EXPECT_TRUE(has(cur, cuda_present() ? "stale: another device, version or build"
                                       : "not compared: no CUDA device present"))
       << r;
   for (const char* cell :

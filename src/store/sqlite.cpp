@@ -1,7 +1,11 @@
 #include "store/sqlite.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <system_error>
 
 namespace kiln::store::sql {
 
@@ -19,6 +23,31 @@ Database Database::open(const std::string& path, int busy_ms) {
   return db;
 }
 
+Database Database::open_immutable(const std::string& path) {
+  // A URI names the file: "file://" and an absolute path, with the characters a URI gives a
+  // meaning to escaped.
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) throw Error(SQLITE_CANTOPEN, "open " + path + " (read-only): " + ec.message());
+  std::string uri = "file://";
+  for (const char c : absolute.string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    } else {
+      uri += c;
+    }
+  }
+  uri += "?immutable=1";
+  sqlite3* raw = nullptr;
+  const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+  const int rc = sqlite3_open_v2(uri.c_str(), &raw, flags, nullptr);
+  Database db(raw);
+  if (raw == nullptr) throw Error(SQLITE_NOMEM, "sqlite3_open_v2 " + path + ": out of memory");
+  db.check(rc, "open " + path + " (read-only)");
+  db.check(sqlite3_extended_result_codes(raw, 1), "sqlite3_extended_result_codes");
+  return db;
+}
+
 Database& Database::operator=(Database&& o) noexcept {
   if (this != &o) {
     close();
@@ -33,6 +62,14 @@ void Database::close() {
   // valid handle, and there is nobody to report to in a destructor.
   if (db_) sqlite3_close_v2(db_);
   db_ = nullptr;
+}
+
+void Database::rollback() noexcept {
+  if (!in_transaction()) return;
+  try {
+    exec("ROLLBACK");
+  } catch (const Error&) {
+  }
 }
 
 void Database::check(int rc, std::string_view what) const {

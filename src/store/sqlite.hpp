@@ -31,6 +31,11 @@ class Database {
   // Opens `path` (created when absent; ":memory:" is a private in-memory database), with
   // extended result codes and `busy_ms` of waiting on other connections' locks.
   static Database open(const std::string& path, int busy_ms);
+  // Opens `path` read-only as an immutable file (SQLite's immutable=1): no lock is taken and no
+  // journal, -wal or -shm is read or made, so that a file in a read-only directory or on a
+  // read-only file system can be read, and that looking at a file cannot change it. Rows another
+  // process writes meanwhile may not be seen.
+  static Database open_immutable(const std::string& path);
   Database(Database&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
   Database& operator=(Database&& o) noexcept;
   Database(const Database&) = delete;
@@ -48,6 +53,10 @@ class Database {
   std::string query_text(const char* sql);
   // Whether a transaction is open (BEGIN without COMMIT/ROLLBACK yet).
   bool in_transaction() const { return db_ && !sqlite3_get_autocommit(db_); }
+  // Ends the open transaction, if any, after a failed statement. A failing ROLLBACK means SQLite
+  // already rolled back (it does so itself after SQLITE_FULL and some I/O errors), so its error
+  // is moot.
+  void rollback() noexcept;
   // Throws Error(rc) naming `what` and the connection's message unless rc is SQLITE_OK.
   void check(int rc, std::string_view what) const;
 

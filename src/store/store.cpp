@@ -17,6 +17,7 @@
 #include "core/log.hpp"
 #include "core/runtime_config.hpp"
 #include "store/location.hpp"
+#include "store/schema.hpp"
 #include "store/sqlite.hpp"
 
 namespace kiln::store {
@@ -25,34 +26,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// PRAGMA application_id of every kiln store ("kiln" in ASCII): a database that carries another
-// application's id is somebody else's file, never rebuilt or written.
-constexpr std::int64_t kApplicationId = 0x6b696c6e;
-
-// Rowid tables with a primary-key index: the kernel rows hold binaries of tens of kilobytes,
-// which SQLite advises against in WITHOUT ROWID tables.
-constexpr const char* kCreateTables = R"sql(
-DROP TABLE IF EXISTS kiln_tune;
-DROP TABLE IF EXISTS kiln_kernels;
-CREATE TABLE kiln_tune (
-  device TEXT NOT NULL, cc TEXT NOT NULL, driver TEXT NOT NULL, cuda TEXT NOT NULL,
-  cublas TEXT NOT NULL, nvrtc TEXT NOT NULL, kiln TEXT NOT NULL,
-  key TEXT NOT NULL,
-  value BLOB NOT NULL, name TEXT NOT NULL, shape TEXT NOT NULL, seconds REAL NOT NULL,
-  created INTEGER NOT NULL,
-  PRIMARY KEY (device, cc, driver, cuda, cublas, nvrtc, kiln, key));
-CREATE TABLE kiln_kernels (
-  device TEXT NOT NULL, cc TEXT NOT NULL, driver TEXT NOT NULL, cuda TEXT NOT NULL,
-  cublas TEXT NOT NULL, nvrtc TEXT NOT NULL, kiln TEXT NOT NULL,
-  source_hash TEXT NOT NULL, arch TEXT NOT NULL, options TEXT NOT NULL,
-  source TEXT NOT NULL, label TEXT NOT NULL, binary BLOB NOT NULL, created INTEGER NOT NULL,
-  PRIMARY KEY (device, cc, driver, cuda, cublas, nvrtc, kiln, source_hash, arch, options));
-)sql";
-
-constexpr const char* kIdentityColumns = "device, cc, driver, cuda, cublas, nvrtc, kiln";
+constexpr const char* kIdentityColumns = "device, cc, driver, cuda, cublas, nvrtc, kiln, build";
 constexpr const char* kIdentityMatch =
     "device = ?1 AND cc = ?2 AND driver = ?3 AND cuda = ?4 AND cublas = ?5 AND nvrtc = ?6 AND "
-    "kiln = ?7";
+    "kiln = ?7 AND build = ?8";
+constexpr int kIdentityFields = 8;  // the first parameter after the identity is ?9
 
 void bind_identity(sql::Statement& st, const Identity& id) {
   st.bind(1, id.device)
@@ -61,10 +39,11 @@ void bind_identity(sql::Statement& st, const Identity& id) {
       .bind(4, id.cuda_runtime)
       .bind(5, id.cublas)
       .bind(6, id.nvrtc)
-      .bind(7, id.kiln_version);
+      .bind(7, id.kiln_version)
+      .bind(8, id.build);
 }
 
-// The identity in columns first..first+6 of the current row.
+// The identity in columns first..first+7 of the current row.
 Identity read_identity(const sql::Statement& st, int first) {
   Identity id;
   id.device = st.text(first);
@@ -74,6 +53,7 @@ Identity read_identity(const sql::Statement& st, int first) {
   id.cublas = st.text(first + 4);
   id.nvrtc = st.text(first + 5);
   id.kiln_version = st.text(first + 6);
+  id.build = st.text(first + 7);
   return id;
 }
 
@@ -88,53 +68,6 @@ std::string hash_source(std::string_view s) {
 }
 
 std::int64_t now_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
-
-// A database that is not this kiln's to write: another application's, or a newer schema's.
-class NotOurs : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Ends the open transaction after a failed statement. A failing ROLLBACK means SQLite already
-// rolled back (it does so itself after SQLITE_FULL and some I/O errors), so its error is moot.
-void rollback(sql::Database& db) {
-  if (!db.in_transaction()) return;
-  try {
-    db.exec("ROLLBACK");
-  } catch (const sql::Error&) {
-  }
-}
-
-// Creates the tables of a new (or older-schema) database, inside one write transaction so that
-// processes opening a fresh file at the same moment create them once. Throws NotOurs for a
-// database this kiln must leave alone.
-void init_schema(sql::Database& db, const fs::path& file) {
-  db.exec("BEGIN IMMEDIATE");
-  try {
-    const std::int64_t app = db.query_int("PRAGMA application_id");
-    const std::int64_t version = db.query_int("PRAGMA user_version");
-    if (app != 0 && app != kApplicationId) {
-      throw NotOurs(
-          fmt::format("{} is not a kiln store (application_id {:#x})", file.string(), app));
-    }
-    if (version > kSchemaVersion) {
-      throw NotOurs(fmt::format("{} was written by a newer kiln (schema {}, this kiln reads {})",
-                                file.string(), version, kSchemaVersion));
-    }
-    if (version < kSchemaVersion) {
-      // An older schema's rows were produced by an older kiln, whose identity no lookup of this
-      // one matches anyway: nothing is lost by starting again.
-      db.exec(kCreateTables);
-      db.exec(fmt::format("PRAGMA application_id = {}; PRAGMA user_version = {};", kApplicationId,
-                          kSchemaVersion)
-                  .c_str());
-    }
-    db.exec("COMMIT");
-  } catch (...) {
-    rollback(db);
-    throw;
-  }
-}
 
 std::string timestamp() {
   std::time_t t = std::time(nullptr);
@@ -156,24 +89,58 @@ void backoff(int attempt) {
 bool is_busy(int code) { return code == SQLITE_BUSY || code == SQLITE_LOCKED; }
 bool is_corrupt(int code) { return code == SQLITE_CORRUPT || code == SQLITE_NOTADB; }
 
+// Whether a warning of the default sink (stderr) is the first of its kind for its directory in
+// this process: a process may open several Stores of one directory (a `kiln` command's own and
+// the process's), and the promise is one warning per process. Never destroyed, as
+// process_store(): a warning may come from a thread at exit.
+bool first_in_process(const std::string& key) {
+  static auto* const mu = new std::mutex;
+  static auto* const seen = new std::set<std::string>;
+  std::lock_guard lock(*mu);
+  return seen->insert(key).second;
+}
+
+// Why this process may not write `path`, as the system says it ("/x: Permission denied",
+// "/x: Read-only file system"), or empty. SQLite's own message can name a later, irrelevant
+// failure: for a file it cannot create, that of its read-only retry ("No such file or
+// directory").
+std::string write_denied(const fs::path& path) {
+  if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0 || errno == ENOENT) return {};
+  return path.string() + ": " + std::strerror(errno);
+}
+
 }  // namespace
 
 const char* table_name(Table t) { return t == Table::tune ? "tune" : "kernels"; }
 
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::persistent:
+      return "persistent";
+    case Mode::read_only:
+      return "read-only";
+    case Mode::memory:
+      break;
+  }
+  return "memory-only";
+}
+
 std::string Identity::describe() const {
-  return fmt::format("{} (cc {}), driver {}, CUDA {}, cuBLAS {}, NVRTC {}, kiln {}", device,
-                     compute_capability, driver, cuda_runtime, cublas, nvrtc, kiln_version);
+  return fmt::format("{} (cc {}), driver {}, CUDA {}, cuBLAS {}, NVRTC {}, kiln {}, build {}",
+                     device, compute_capability, driver, cuda_runtime, cublas, nvrtc, kiln_version,
+                     build);
 }
 
 struct Store::Impl {
   Options opt;
   std::mutex mu;
   fs::path dir;
-  fs::path file;  // the database file asked for; in use while on_disk
+  fs::path file;  // the database file asked for; in use unless mode is memory
   sql::Database db;
-  bool on_disk = false;
-  std::string why;
-  std::set<std::string> warned;
+  Mode mode = Mode::memory;
+  std::string why;                    // why not persistent
+  std::set<std::string> warned;       // the kinds of warning given
+  std::vector<std::string> messages;  // and their text
 
   explicit Impl(Options o) : opt(std::move(o)) { open(); }
 
@@ -183,21 +150,31 @@ struct Store::Impl {
 
   void warn_once(const std::string& kind, const std::string& msg) {
     if (!warned.insert(kind).second) return;
-    if (opt.warn)
+    messages.push_back(msg);
+    if (opt.warn) {
       opt.warn(msg);
-    else
+    } else if (first_in_process(kind + '\n' + dir.string())) {
       detail::log_line("store", "warning: " + msg);
+    }
   }
 
   void trace(const std::string& msg) const {
     if (detail::log_enabled("store")) detail::log_line("store", msg);
   }
 
-  // Opens the file and brings it to this kiln's schema; throws sql::Error or NotOurs.
+  // Why this process may not write the store ("/x: Permission denied"), or empty.
+  std::string denied() const {
+    std::string d = write_denied(file);
+    return d.empty() ? write_denied(dir) : d;
+  }
+
+  // Opens the file for writing and brings it to this kiln's schema; throws sql::Error,
+  // schema::Foreign or schema::Mismatch. Only for a file that schema::check_before_opening
+  // passed: the journal mode below is a write.
   sql::Database open_file() const {
     sql::Database d = sql::Database::open(file.string(), busy_ms());
     // SQLite opens a write-protected file read-only without a word; kiln would then fail on
-    // every write, so it says so now.
+    // every write, so it says so now (and reads it through open_read_only).
     if (sqlite3_db_readonly(d.get(), "main") == 1)
       throw sql::Error(SQLITE_READONLY, file.string() + " is read-only");
     const std::string mode = d.query_text("PRAGMA journal_mode = WAL");
@@ -212,7 +189,7 @@ struct Store::Impl {
       const std::int64_t pages = std::max<std::int64_t>(1, opt.max_bytes / page);
       d.query_int(fmt::format("PRAGMA max_page_count = {}", pages).c_str());
     }
-    init_schema(d, file);
+    schema::init(d, file);
     return d;
   }
 
@@ -231,14 +208,14 @@ struct Store::Impl {
           trace("memory-only: the rows of " + file.string() + " could not be copied: " + e.what());
         }
       }
-      if (!copied) init_schema(mem, ":memory:");
+      if (!copied) schema::init(mem, ":memory:");
     } catch (const std::exception& e) {
       // Not even memory: every call becomes a miss or a no-op.
       trace(std::string("memory-only store failed: ") + e.what());
       mem.close();
     }
     db = std::move(mem);
-    on_disk = false;
+    mode = Mode::memory;
     why = reason;
     trace("memory-only: " + reason);
   }
@@ -265,6 +242,27 @@ struct Store::Impl {
     use_memory(reason, keep_rows);
   }
 
+  // The file is kiln's but cannot be opened for writing (`reason`): reads it as it is, skips
+  // every write. When it cannot be read either, memory-only.
+  void open_read_only(const std::string& reason) {
+    try {
+      sql::Database d = sql::Database::open_immutable(file.string());
+      schema::verify(d, file);
+      db = std::move(d);
+      mode = Mode::read_only;
+      why = file.string() + " cannot be written (" + reason + ")";
+      warn_once("read-only", why +
+                                 ": its tuned choices and kernels are read, new ones are not "
+                                 "written");
+      trace("opened " + file.string() + " read-only");
+    } catch (const std::exception& e) {
+      use_memory_warn("directory",
+                      "cannot use the store directory " + dir.string() + " (" + reason +
+                          "; reading " + file.string() + " read-only failed too: " + e.what() + ")",
+                      false);
+    }
+  }
+
   void open() {
     dir = opt.dir.empty() ? cache_directory(current_environment()) : opt.dir;
     if (dir.empty()) {
@@ -281,15 +279,30 @@ struct Store::Impl {
           "cannot create the store directory " + dir.string() + " (" + ec.message() + ")", false);
       return;
     }
+    // Whose file it is, before anything could write to it.
+    const schema::Header h = schema::read_header(file);
+    if (h.kind == schema::Header::Kind::unreadable) {
+      use_memory_warn("directory", "cannot read " + file.string() + " (" + h.why + ")", false);
+      return;
+    }
+    try {
+      schema::check_before_opening(h, file);
+    } catch (const schema::Foreign& e) {
+      use_memory_warn("foreign", std::string(e.what()) + ", left as it is", false);
+      return;
+    }
     const auto deadline = Clock::now() + opt.busy_wait;
     for (int attempt = 0;; ++attempt) {
       try {
         db = open_file();
-        on_disk = true;
+        mode = Mode::persistent;
         trace("opened " + file.string());
         return;
-      } catch (const NotOurs& e) {
+      } catch (const schema::Foreign& e) {
         use_memory_warn("foreign", std::string(e.what()) + ", left as it is", false);
+        return;
+      } catch (const schema::Mismatch& e) {
+        recover(e.what());
         return;
       } catch (const sql::Error& e) {
         // Opening a fresh file may meet another process switching it to WAL or creating the
@@ -299,29 +312,39 @@ struct Store::Impl {
           continue;
         }
         if (is_corrupt(e.primary())) {
-          recover(e);
+          recover(file.string() + " was corrupt (" + e.what() + ")");
           return;
         }
-        use_memory_warn("directory",
-                        "cannot use the store directory " + dir.string() + " (" + e.what() + ")",
-                        false);
+        const std::string d = denied();
+        const std::string reason = d.empty() ? e.what() : d;
+        const bool ours = h.kind == schema::Header::Kind::sqlite &&
+                          h.application_id == schema::kApplicationId &&
+                          h.user_version == kSchemaVersion;
+        if (ours) {
+          open_read_only(reason);
+        } else {
+          use_memory_warn("directory",
+                          "cannot use the store directory " + dir.string() + " (" + reason + ")",
+                          false);
+        }
         return;
       }
     }
   }
 
-  // The open file was found corrupt: moves it aside and starts a new one. Processes that meet
-  // the same corrupt file at once take turns under a lock on the directory, and each checks the
-  // file again first: only the first moves it, the others open the rebuilt one.
-  void recover(const sql::Error& seen) {
+  // The open file was found corrupt or not kiln's (`problem` says how): moves it aside and
+  // starts a new one. Processes that meet the same file at once take turns under a lock on the
+  // directory, and each checks the file again first: only the first moves it, the others open
+  // the rebuilt one.
+  void recover(const std::string& problem) {
     db.close();
-    on_disk = false;
+    mode = Mode::memory;
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-      use_memory_warn("corrupt",
-                      file.string() + " is corrupt (" + seen.what() + ") and " + dir.string() +
-                          " cannot be opened (" + std::strerror(errno) + ")",
-                      false);
+      use_memory_warn(
+          "corrupt",
+          problem + " and " + dir.string() + " cannot be opened (" + std::strerror(errno) + ")",
+          false);
       return;
     }
     int rc;
@@ -330,23 +353,25 @@ struct Store::Impl {
     // Without the lock (a file system that has none) the worst case is that two processes both
     // move a file aside; each still ends with a working store.
     if (rc != 0) trace(dir.string() + ": no lock for the rebuild (" + std::strerror(errno) + ")");
-    recover_locked(seen);
+    recover_locked(problem);
     if (rc == 0) ::flock(fd, LOCK_UN);  // closing the descriptor releases it too
     ::close(fd);
   }
 
-  void recover_locked(const sql::Error& seen) {
+  void recover_locked(const std::string& problem) {
     try {
       sql::Database d = open_file();
       if (d.query_text("PRAGMA quick_check") == "ok") {
         db = std::move(d);
-        on_disk = true;
+        mode = Mode::persistent;
         trace(file.string() + " was rebuilt by another process");
         return;
       }
-    } catch (const NotOurs& e) {
+    } catch (const schema::Foreign& e) {
       use_memory_warn("foreign", std::string(e.what()) + ", left as it is", false);
       return;
+    } catch (const schema::Mismatch&) {
+      // Still not kiln's tables: moved aside below.
     } catch (const sql::Error& e) {
       if (!is_corrupt(e.primary())) {
         use_memory_warn("directory", "cannot use " + file.string() + " (" + e.what() + ")", false);
@@ -356,9 +381,7 @@ struct Store::Impl {
     const std::string aside =
         file.string() + ".corrupt-" + timestamp() + "-" + std::to_string(::getpid());
     if (std::rename(file.c_str(), aside.c_str()) != 0 && errno != ENOENT) {
-      use_memory_warn("corrupt",
-                      file.string() + " is corrupt (" + seen.what() + ") and cannot be moved (" +
-                          std::strerror(errno) + ")",
+      use_memory_warn("corrupt", problem + " and cannot be moved (" + std::strerror(errno) + ")",
                       false);
       return;
     }
@@ -371,61 +394,85 @@ struct Store::Impl {
     }
     try {
       db = open_file();
-      on_disk = true;
+      mode = Mode::persistent;
     } catch (const std::exception& e) {
-      use_memory_warn("corrupt",
-                      file.string() + " was corrupt (" + seen.what() + "), moved to " + aside +
-                          ", and a new one cannot be created (" + e.what() + ")",
-                      false);
+      use_memory_warn(
+          "corrupt",
+          problem + ", moved to " + aside + ", and a new one cannot be created (" + e.what() + ")",
+          false);
       return;
     }
-    warn_once("corrupt", file.string() + " was corrupt (" + seen.what() + "): moved to " + aside +
+    warn_once("corrupt", problem + ": moved to " + aside +
                              " and started again; tuned choices and kernels will be measured and "
                              "compiled again");
   }
 
   // Runs `body` on the database, in a write transaction when `write`, and deals with every
   // failure: waits out busy locks, rebuilds a corrupt file once, and turns memory-only when the
-  // file cannot be written (the body then runs again on memory). Returns whether it ran.
+  // file cannot be written (the body then runs again on memory). A write to a read-only store
+  // is skipped. Returns whether the body's writes reached the file, and if not why.
   template <class F>
-  bool run(const char* what, bool write, F&& body) {
+  Written run(const char* what, bool write, F&& body) {
     const auto deadline = Clock::now() + opt.busy_wait;
     bool rebuilt = false;
     for (int attempt = 0;; ++attempt) {
-      if (!db) return false;
+      if (!db) return {false, why};
+      if (write && mode == Mode::read_only) return {false, why};
       try {
         if (write) db.exec("BEGIN IMMEDIATE");
         body(db);
         if (write) db.exec("COMMIT");
-        return true;
+        if (mode == Mode::memory) return {false, why};
+        return {true, {}};
       } catch (const sql::Error& e) {
-        rollback(db);
+        db.rollback();
         const int code = e.primary();
         if (is_busy(code)) {
           if (Clock::now() < deadline) {
             backoff(attempt);
             continue;
           }
-          warn_once("busy", fmt::format("{}: waited {} ms for other processes, {} dropped ({})",
-                                        file.string(), opt.busy_wait.count(), what, e.what()));
-          return false;
+          const std::string msg =
+              fmt::format("{}: waited {} ms for other processes, {} dropped ({})", file.string(),
+                          opt.busy_wait.count(), what, e.what());
+          warn_once("busy", msg);
+          return {false, msg};
         }
-        if (!on_disk) {
-          warn_once("memory",
-                    std::string("in-memory store: ") + what + " failed (" + e.what() + ")");
-          return false;
+        if (mode == Mode::memory) {
+          const std::string msg =
+              std::string("in-memory store: ") + what + " failed (" + e.what() + ")";
+          warn_once("memory", msg);
+          return {false, msg};
         }
         if (is_corrupt(code) && !rebuilt) {
           rebuilt = true;
-          recover(e);
+          recover(file.string() + " was corrupt (" + e.what() + ")");
           continue;
         }
         // A full disk, an I/O error, a file made read-only, or corruption again right after a
         // rebuild: the file is of no more use to this process. What it holds is copied to
         // memory (reads of it still work when its disk is full) and the call runs again there.
         const char* kind = code == SQLITE_FULL ? "full" : "write";
-        use_memory_warn(kind, "cannot write " + file.string() + " (" + e.what() + ")", true);
+        use_memory_warn(
+            kind,
+            (write ? "cannot write " : "cannot read ") + file.string() + " (" + e.what() + ")",
+            true);
       }
+    }
+  }
+
+  // Gives the pages of removed rows back to the file system. The rows are gone whether or not
+  // it succeeds (it needs room for a copy of the file, which a full disk lacks). VACUUM writes
+  // the new file into the WAL; the checkpoint moves it into the file and truncates the WAL now,
+  // not at the last close, which the process's store never reaches.
+  void vacuum() {
+    if (mode != Mode::persistent) return;
+    try {
+      db.exec("VACUUM");
+      db.query_int("PRAGMA wal_checkpoint(TRUNCATE)");
+    } catch (const sql::Error& e) {
+      warn_once("vacuum", "rows removed from " + file.string() +
+                              ", but the space they held was not given back (" + e.what() + ")");
     }
   }
 };
@@ -439,10 +486,10 @@ std::optional<TuneResult> Store::get_tune(const Identity& id, std::string_view k
   impl_->run("tune lookup", false, [&](sql::Database& db) {
     out.reset();
     sql::Statement st(db, fmt::format("SELECT value, name, shape, seconds FROM kiln_tune "
-                                      "WHERE {} AND key = ?8",
+                                      "WHERE {} AND key = ?9",
                                       kIdentityMatch));
     bind_identity(st, id);
-    st.bind(8, key);
+    st.bind(9, key);
     if (st.step()) {
       const std::vector<char> v = st.blob(0);
       out = TuneResult{std::string(v.begin(), v.end()), st.text(1), st.text(2), st.real(3)};
@@ -451,20 +498,21 @@ std::optional<TuneResult> Store::get_tune(const Identity& id, std::string_view k
   return out;
 }
 
-void Store::put_tune(const Identity& id, std::string_view key, const TuneResult& r) {
+Written Store::put_tune(const Identity& id, std::string_view key, const TuneResult& r) {
   std::lock_guard lock(impl_->mu);
-  impl_->run("tune write", true, [&](sql::Database& db) {
+  return impl_->run("tune write", true, [&](sql::Database& db) {
     sql::Statement st(
         db, fmt::format("INSERT OR REPLACE INTO kiln_tune ({}, key, value, name, shape, seconds, "
-                        "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                        "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                        "?14)",
                         kIdentityColumns));
     bind_identity(st, id);
-    st.bind(8, key)
-        .bind_blob(9, r.value.data(), r.value.size())
-        .bind(10, r.name)
-        .bind(11, r.shape)
-        .bind(12, r.seconds)
-        .bind(13, now_seconds());
+    st.bind(9, key)
+        .bind_blob(10, r.value.data(), r.value.size())
+        .bind(11, r.name)
+        .bind(12, r.shape)
+        .bind(13, r.seconds)
+        .bind(14, now_seconds());
     st.run();
   });
 }
@@ -475,32 +523,32 @@ std::optional<std::vector<char>> Store::get_kernel(const Identity& id, const Ker
   impl_->run("kernel lookup", false, [&](sql::Database& db) {
     out.reset();
     sql::Statement st(db, fmt::format("SELECT source, binary FROM kiln_kernels WHERE {} AND "
-                                      "source_hash = ?8 AND arch = ?9 AND options = ?10",
+                                      "source_hash = ?9 AND arch = ?10 AND options = ?11",
                                       kIdentityMatch));
     bind_identity(st, id);
-    st.bind(8, hash_source(key.source)).bind(9, key.arch).bind(10, key.options);
+    st.bind(9, hash_source(key.source)).bind(10, key.arch).bind(11, key.options);
     if (st.step() && st.text(0) == key.source) out = st.blob(1);
   });
   return out;
 }
 
-void Store::put_kernel(const Identity& id, const KernelKey& key, const std::vector<char>& binary,
-                       std::string_view label) {
+Written Store::put_kernel(const Identity& id, const KernelKey& key, const std::vector<char>& binary,
+                          std::string_view label) {
   std::lock_guard lock(impl_->mu);
-  impl_->run("kernel write", true, [&](sql::Database& db) {
+  return impl_->run("kernel write", true, [&](sql::Database& db) {
     sql::Statement st(db, fmt::format("INSERT OR REPLACE INTO kiln_kernels ({}, source_hash, "
                                       "arch, options, source, label, binary, created) VALUES "
                                       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                                      "?14)",
+                                      "?14, ?15)",
                                       kIdentityColumns));
     bind_identity(st, id);
-    st.bind(8, hash_source(key.source))
-        .bind(9, key.arch)
-        .bind(10, key.options)
-        .bind(11, key.source)
-        .bind(12, label)
-        .bind_blob(13, binary.data(), binary.size())
-        .bind(14, now_seconds());
+    st.bind(9, hash_source(key.source))
+        .bind(10, key.arch)
+        .bind(11, key.options)
+        .bind(12, key.source)
+        .bind(13, label)
+        .bind_blob(14, binary.data(), binary.size())
+        .bind(15, now_seconds());
     st.run();
   });
 }
@@ -515,20 +563,20 @@ std::vector<Entry> Store::list(Table table, const std::optional<Identity>& only)
             ? "key, name, shape, seconds, length(value), created FROM kiln_tune"
             : "source_hash || ' ' || arch || ' ' || options, label, '', 0.0, length(binary), "
               "created FROM kiln_kernels";
-    sql::Statement st(
-        db, fmt::format("SELECT {}, {} {} ORDER BY {}, 8", kIdentityColumns, columns,
-                        only ? fmt::format("WHERE {}", kIdentityMatch) : "", kIdentityColumns));
+    sql::Statement st(db, fmt::format("SELECT {}, {} {} ORDER BY {}, {}", kIdentityColumns, columns,
+                                      only ? fmt::format("WHERE {}", kIdentityMatch) : "",
+                                      kIdentityColumns, kIdentityFields + 1));
     if (only) bind_identity(st, *only);
     while (st.step()) {
       Entry e;
       e.table = table;
       e.identity = read_identity(st, 0);
-      e.key = st.text(7);
-      e.name = st.text(8);
-      e.shape = st.text(9);
-      e.seconds = st.real(10);
-      e.bytes = st.integer(11);
-      e.created = st.integer(12);
+      e.key = st.text(kIdentityFields);
+      e.name = st.text(kIdentityFields + 1);
+      e.shape = st.text(kIdentityFields + 2);
+      e.seconds = st.real(kIdentityFields + 3);
+      e.bytes = st.integer(kIdentityFields + 4);
+      e.created = st.integer(kIdentityFields + 5);
       out.push_back(std::move(e));
     }
   });
@@ -550,28 +598,30 @@ std::vector<Usage> Store::usage() {
         auto it =
             std::find_if(out.begin(), out.end(), [&](const Usage& u) { return u.identity == id; });
         if (it == out.end()) it = out.insert(out.end(), Usage{std::move(id)});
-        (t == Table::tune ? it->tune_entries : it->kernel_entries) += st.integer(7);
-        it->bytes += static_cast<std::int64_t>(st.real(8));
+        (t == Table::tune ? it->tune_entries : it->kernel_entries) += st.integer(kIdentityFields);
+        it->bytes += static_cast<std::int64_t>(st.real(kIdentityFields + 1));
       }
     }
   });
   return out;
 }
 
-void Store::clear() {
+Written Store::clear() {
   std::lock_guard lock(impl_->mu);
-  impl_->run("clear", true, [](sql::Database& db) {
+  Written w = impl_->run("clear", true, [](sql::Database& db) {
     db.exec("DELETE FROM kiln_tune; DELETE FROM kiln_kernels;");
   });
-  impl_->run("vacuum", false, [](sql::Database& db) { db.exec("VACUUM"); });
+  if (w) impl_->vacuum();
+  return w;
 }
 
-void Store::clear(Table table) {
+Written Store::clear(Table table) {
   std::lock_guard lock(impl_->mu);
-  impl_->run("clear", true, [&](sql::Database& db) {
+  Written w = impl_->run("clear", true, [&](sql::Database& db) {
     db.exec(table == Table::tune ? "DELETE FROM kiln_tune" : "DELETE FROM kiln_kernels");
   });
-  impl_->run("vacuum", false, [](sql::Database& db) { db.exec("VACUUM"); });
+  if (w) impl_->vacuum();
+  return w;
 }
 
 fs::path Store::directory() const {
@@ -581,17 +631,24 @@ fs::path Store::directory() const {
 
 fs::path Store::file() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->on_disk ? impl_->file : fs::path();
+  return impl_->mode == Mode::memory ? fs::path() : impl_->file;
 }
 
-bool Store::persistent() const {
+Mode Store::mode() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->on_disk;
+  return impl_->mode;
 }
+
+bool Store::persistent() const { return mode() == Mode::persistent; }
 
 std::string Store::why() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->on_disk ? std::string() : impl_->why;
+  return impl_->mode == Mode::persistent ? std::string() : impl_->why;
+}
+
+std::vector<std::string> Store::warnings() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->messages;
 }
 
 Store* process_store() {

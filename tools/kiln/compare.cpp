@@ -260,6 +260,18 @@ std::string child_device(const std::string& which, std::vector<std::string>& not
   return which;
 }
 
+// The comparison's processes run on a temporary store; this one needs no store of its own and
+// must not touch the user's: with persistence live, opening a CUDA device (child_device asks
+// kiln::devices()) starts the backend's background preload of tuned matmuls, which opens the
+// process's store at the user's directory (and makes its -wal and -shm there). Persistence is
+// switched off for this process alone, before any device is opened; the children's environment
+// comes from base_environment, not from this switch.
+void keep_off_the_users_store() {
+  Config c = config();
+  c.persistence = false;
+  set_config(c);
+}
+
 // What the store held after the priming process: what `default` reads in its first calls.
 struct StoreContents {
   bool persistent = false;
@@ -594,6 +606,7 @@ int run_compare(const CompareOptions& options) {
   if (options.runs < 1) {
     throw ValueError(fmt::format("bench --compare --runs {}: at least 1", options.runs));
   }
+  keep_off_the_users_store();
   Context ctx(options);
   auto [configs, skipped] = plan(options.configs);
   ctx.skipped = std::move(skipped);

@@ -200,10 +200,15 @@ struct StoreFacts {
   bool open = false;      // persistence live: this process opened it
   std::string directory;  // where it is (or would be)
   std::string file;       // the database in use; empty while memory-only
+  std::string mode;       // "persistent", "read-only", "memory-only"
+  std::string build;      // this build's revision, which its rows carry
   bool writable = false;
   std::string why;              // why not writable
   std::int64_t file_bytes = 0;  // the database and its write-ahead log
   std::vector<StoreUsage> usage;
+  // What opening and reading it found and dealt with (a corrupt file moved aside, tables that
+  // were not kiln's rebuilt...): the store's warnings, less the one `why` already tells.
+  std::vector<std::string> found;
 };
 
 StoreFacts store_facts() {
@@ -215,6 +220,8 @@ StoreFacts store_facts() {
   f.open = true;
   f.directory = st->directory().string();
   f.file = st->file().string();
+  f.mode = store::mode_name(st->mode());
+  f.build = store::build_revision();
   f.writable = st->persistent() && ::access(f.directory.c_str(), W_OK) == 0;
   f.why = st->persistent() ? (f.writable ? "" : "the directory is not writable") : st->why();
   for (const char* suffix : {"", "-wal"}) {
@@ -225,8 +232,11 @@ StoreFacts store_facts() {
   }
   const auto present = present_identities();
   for (const store::Usage& u : st->usage()) {
-    f.usage.push_back({u.identity.describe(), identity_status(u.identity, present), u.tune_entries,
-                       u.kernel_entries, u.bytes});
+    f.usage.push_back({printable(u.identity.describe()), identity_status(u.identity, present),
+                       u.tune_entries, u.kernel_entries, u.bytes});
+  }
+  for (const std::string& w : st->warnings()) {
+    if (f.why.empty() || w.find(f.why) == std::string::npos) f.found.push_back(w);
   }
 #endif
   return f;
@@ -237,6 +247,11 @@ void store_findings(const StoreFacts& s, std::vector<Finding>& out) {
     out.push_back({"store", fmt::format("the store at {} is not writable ({})", s.directory, s.why),
                    "every process tunes its matmuls and compiles its kernels again",
                    "make the directory writable, or point KILN_CACHE_DIR at one that is", true});
+  }
+  for (const std::string& w : s.found) {
+    out.push_back({"store", "the store: " + w, "the rows it held are measured and compiled again",
+                   "nothing to do now (remove a file moved aside once you no longer want it)",
+                   true});
   }
 }
 
@@ -289,6 +304,8 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
 #if KILN_WITH_PERSISTENCE
     fmt::print("  {} ({}, {})\n", s.file.empty() ? s.directory : s.file,
                s.writable ? "writable" : "not writable: " + s.why, format_bytes(s.file_bytes));
+    fmt::print("  this build: kiln {}, build {}\n", version(), s.build);
+    for (const std::string& w : s.found) fmt::print("  found: {}\n", w);
     if (s.usage.empty()) fmt::print("  no rows\n");
     rows = {{"identity", "tune rows", "kernels", "bytes", "status"}};
     for (const StoreUsage& u : s.usage) {
@@ -353,10 +370,12 @@ void print_json(const std::vector<DeviceInfo>& devs, const Features& features, c
         json_string(u.identity), json_string(u.status), u.tune_entries, u.kernel_entries, u.bytes));
   }
   out += fmt::format(
-      R"("store": {{"built": {}, "open": {}, "directory": {}, "file": {}, "writable": {}, )"
-      R"("why": {}, "bytes": {}, "usage": [{}]}}, "findings": [)",
-      s.built, s.open, json_string(s.directory), json_string(s.file), s.writable,
-      json_string(s.why), s.file_bytes, fmt::join(items, ", "));
+      R"("store": {{"built": {}, "open": {}, "directory": {}, "file": {}, "mode": {}, )"
+      R"("build": {}, "writable": {}, "why": {}, "bytes": {}, "usage": [{}], "found": {}}}, )"
+      R"("findings": [)",
+      s.built, s.open, json_string(s.directory), json_string(s.file), json_string(s.mode),
+      json_string(s.build), s.writable, json_string(s.why), s.file_bytes, fmt::join(items, ", "),
+      json_strings(s.found));
   items.clear();
   for (const Finding& f : findings) {
     items.push_back(

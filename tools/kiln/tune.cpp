@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -32,6 +34,8 @@
 
 namespace kiln::cli {
 namespace {
+
+namespace fs = std::filesystem;
 
 // Why the feature is not live now ("built with -DKILN_AUTOTUNE=OFF", "KILN_AUTOTUNE=0 in the
 // environment"), or nothing when it is.
@@ -151,11 +155,19 @@ std::string format_time(std::int64_t seconds_since_1970) {
 }
 
 void print_location(store::Store& st) {
-  if (st.persistent()) {
-    fmt::print("store: {} (persistent)\n", st.file().string());
-  } else {
-    fmt::print("store: {} (memory-only: {})\n", st.directory().string(), st.why());
+  switch (st.mode()) {
+    case store::Mode::persistent:
+      fmt::print("store: {} (persistent)\n", st.file().string());
+      break;
+    case store::Mode::read_only:
+      fmt::print("store: {} (read-only: {})\n", st.file().string(), st.why());
+      break;
+    case store::Mode::memory:
+      fmt::print("store: {} (memory-only: {})\n", st.directory().string(), st.why());
+      break;
   }
+  fmt::print("this build: kiln {}, build {} (rows of another build are stale)\n", version(),
+             store::build_revision());
   if (const auto off = feature_off("persistence")) {
     fmt::print(
         "note: persistence is off for kiln processes now ({}): they neither read nor "
@@ -170,7 +182,8 @@ std::optional<store::Table> table_of(const std::string& name) {
 }
 
 void run_list(const TuneOptions& o) {
-  store::Store st;
+  std::unique_ptr<store::Store> own;
+  store::Store& st = command_store(own);
   print_location(st);
   const auto only = table_of(o.table);
   const auto present = present_identities();
@@ -180,15 +193,16 @@ void run_list(const TuneOptions& o) {
     const bool kernels = (!only || *only == store::Table::kernels) && u.kernel_entries > 0;
     if (!tune && !kernels) continue;
     any = true;
-    fmt::print("\n{}: {}\n", u.identity.describe(), identity_status(u.identity, present));
+    fmt::print("\n{}: {}\n", printable(u.identity.describe()),
+               identity_status(u.identity, present));
     if (tune) {
       const auto rows = st.list(store::Table::tune, u.identity);
       fmt::print("  tune rows ({}):\n", rows.size());
       std::vector<std::vector<std::string>> cells{
           {"key", "shape timed", "chosen", "time", "written"}};
       for (const store::Entry& e : rows) {
-        cells.push_back(
-            {e.key, e.shape, e.name, format_duration(e.seconds), format_time(e.created)});
+        cells.push_back({printable(e.key), printable(e.shape), printable(e.name),
+                         format_duration(e.seconds), format_time(e.created)});
       }
       print_table(cells, "    ");
     }
@@ -197,7 +211,8 @@ void run_list(const TuneOptions& o) {
       fmt::print("  kernels ({}):\n", rows.size());
       std::vector<std::vector<std::string>> cells{{"key", "label", "size", "written"}};
       for (const store::Entry& e : rows) {
-        cells.push_back({e.key, e.name, format_bytes(e.bytes), format_time(e.created)});
+        cells.push_back(
+            {printable(e.key), printable(e.name), format_bytes(e.bytes), format_time(e.created)});
       }
       print_table(cells, "    ");
     }
@@ -219,29 +234,25 @@ Count count(store::Store& st, store::Table t) {
 }
 
 void run_clear(const TuneOptions& o) {
-  store::Store st;
-  if (!st.persistent()) {
+  std::unique_ptr<store::Store> own;
+  store::Store& st = command_store(own);
+  if (st.mode() == store::Mode::memory) {
     throw Error(fmt::format("tune --clear: the store at {} cannot be used ({}): nothing removed",
                             st.directory().string(), st.why()));
   }
+  if (st.mode() == store::Mode::read_only)
+    throw Error(fmt::format("tune --clear: nothing removed: {}", st.why()));
+  const fs::path file = st.file();
   const auto only = table_of(o.table);
   const bool tune = !only || *only == store::Table::tune;
   const bool kernels = !only || *only == store::Table::kernels;
   const Count tune_before = tune ? count(st, store::Table::tune) : Count{};
   const Count kernels_before = kernels ? count(st, store::Table::kernels) : Count{};
-  if (only) {
-    st.clear(*only);
-  } else {
-    st.clear();
-  }
-  // The store never throws: a write it had to drop shows as rows still there.
-  const std::int64_t left = (tune ? count(st, store::Table::tune).rows : 0) +
-                            (kernels ? count(st, store::Table::kernels).rows : 0);
-  if (left > 0) {
-    throw Error(
-        fmt::format("tune --clear: {} rows are still in {} (kiln[store] on stderr says why)", left,
-                    st.file().string()));
-  }
+  // The store never throws: whether the removal reached the file is in what clear returns (the
+  // store has gone memory-only when it did not, and the file keeps every row).
+  const store::Written w = only ? st.clear(*only) : st.clear();
+  if (!w)
+    throw Error(fmt::format("tune --clear: nothing removed from {}: {}", file.string(), w.why));
   std::vector<std::string> parts;
   if (tune)
     parts.push_back(
@@ -250,7 +261,7 @@ void run_clear(const TuneOptions& o) {
     parts.push_back(
         fmt::format("{} kernels ({})", kernels_before.rows, format_bytes(kernels_before.bytes)));
   fmt::print("removed {} from {}\n", parts.size() == 2 ? parts[0] + " and " + parts[1] : parts[0],
-             st.file().string());
+             file.string());
 }
 #endif
 
@@ -271,14 +282,17 @@ void tune_matmuls(const std::vector<MatmulSize>& sizes, const TuneOptions& o,
                   const Device& device) {
   store::Store* st = store::process_store();
   if (st == nullptr) throw Error("tune --matmul: persistence is off: there is no store to fill");
-  if (!st->persistent()) {
-    throw Error(fmt::format(
-        "tune --matmul: the store at {} cannot be written ({}): the choices would be lost when "
-        "kiln tune exits",
-        st->directory().string(), st->why()));
-  }
+  // A store that cannot be written is no place to tune into: the choices would be lost when
+  // kiln tune exits.
+  auto refuse_unless_persistent = [&](const std::string& prefix) {
+    if (st->persistent()) return;
+    throw Error(fmt::format("tune --matmul: {}the store at {} cannot be written ({})", prefix,
+                            st->directory().string(), st->why()));
+  };
+  refuse_unless_persistent("");
   const store::Identity id = cuda::store_identity(cuda::context(device.index()));
-  fmt::print("store: {}\ndevice: {}, {}\n", st->file().string(), device.str(), id.describe());
+  fmt::print("store: {}\ndevice: {}, {}\n", st->file().string(), device.str(),
+             printable(id.describe()));
 
   const Precision saved = float32_matmul_precision();
   set_float32_matmul_precision(o.precision == "high" ? Precision::high : Precision::highest);
@@ -290,18 +304,23 @@ void tune_matmuls(const std::vector<MatmulSize>& sizes, const TuneOptions& o,
       const std::string key = tune::matmul_key(problem);
       const auto before = tune_rows(*st, id);
       const double seconds = run_one_matmul(s, o, device);
+      // A write that failed turned the store memory-only, where the rows below would be found
+      // all the same: what reached the file is only known while it is still persistent.
+      refuse_unless_persistent(fmt::format("{}: its choice did not reach the file: ", key));
       const auto after = tune_rows(*st, id);
       bool fresh = false;
       for (const auto& [k, e] : after) {
         if (auto it = before.find(k); it != before.end() && same_row(it->second, e)) continue;
         fresh = true;
-        fmt::print("{}: tuned now (the call took {}): {}, {} (timed on {})\n", k,
-                   format_duration(seconds), e.name, format_duration(e.seconds), e.shape);
+        fmt::print("{}: tuned now (the call took {}): {}, {} (timed on {})\n", printable(k),
+                   format_duration(seconds), printable(e.name), format_duration(e.seconds),
+                   printable(e.shape));
       }
       if (fresh) continue;
       if (auto it = after.find(key); it != after.end()) {
-        fmt::print("{}: already in the store: {}, {} (timed on {})\n", key, it->second.name,
-                   format_duration(it->second.seconds), it->second.shape);
+        fmt::print("{}: already in the store: {}, {} (timed on {})\n", key,
+                   printable(it->second.name), format_duration(it->second.seconds),
+                   printable(it->second.shape));
       } else {
         ++unstored;
         fmt::print("{}: not in the store after the call (the call took {})\n", key,
@@ -314,10 +333,8 @@ void tune_matmuls(const std::vector<MatmulSize>& sizes, const TuneOptions& o,
   }
   set_float32_matmul_precision(saved);
   if (unstored > 0) {
-    throw Error(fmt::format(
-        "tune --matmul: {} of {} problems left no row of {} in {}{}", unstored, sizes.size(),
-        device.str(), st->file().string(),
-        st->persistent() ? "" : fmt::format(" (the store went memory-only: {})", st->why())));
+    throw Error(fmt::format("tune --matmul: {} of {} problems left no row of {} in {}", unstored,
+                            sizes.size(), device.str(), st->file().string()));
   }
 }
 #endif

@@ -1,5 +1,6 @@
 // The `kiln` command as a user runs it, for the CLI tests: the built binary (KILN_CLI, or its
-// copy beside the test binary), its exit status, stdout and stderr.
+// copy beside the test binary), its exit status, stdout and stderr; start_program runs any other
+// program built beside the tests the same way.
 #pragma once
 
 #include <fcntl.h>
@@ -75,11 +76,13 @@ inline bool is_one_json_value(std::string text) {
   return depth == 0 && !text.empty();
 }
 
-// Starts the kiln binary with `args` in this process's environment less kiln's switches (KILN_*
-// but KILN_TEST_*) and less the variables `env` sets, plus the `env` entries ("NAME=VALUE").
-// stdout and stderr go to files in `dir`, so nothing can block. finish_kiln waits for it.
-inline pid_t start_kiln(const std::filesystem::path& dir, const std::vector<std::string>& args,
-                        const std::vector<std::string>& env) {
+// Starts `program` (a path) with `args` in this process's environment less kiln's switches
+// (KILN_* but KILN_TEST_*) and less the variables `env` sets, plus the `env` entries
+// ("NAME=VALUE"). stdout and stderr go to files in `dir`, so nothing can block. finish_kiln
+// waits for it.
+inline pid_t start_program(const std::string& program, const std::filesystem::path& dir,
+                           const std::vector<std::string>& args,
+                           const std::vector<std::string>& env) {
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
     const std::string s(*e);
@@ -90,7 +93,7 @@ inline pid_t start_kiln(const std::filesystem::path& dir, const std::vector<std:
     if (!replaced) envs.push_back(s);
   }
   envs.insert(envs.end(), env.begin(), env.end());
-  std::vector<std::string> argv_s{sibling_program(KILN_CLI)};
+  std::vector<std::string> argv_s{program};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   const std::vector<char*> argv = null_terminated(argv_s), envp = null_terminated(envs);
 
@@ -104,6 +107,12 @@ inline pid_t start_kiln(const std::filesystem::path& dir, const std::vector<std:
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
   return pid;
+}
+
+// start_program for the kiln binary.
+inline pid_t start_kiln(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                        const std::vector<std::string>& env) {
+  return start_program(sibling_program(KILN_CLI), dir, args, env);
 }
 
 // Waits for the kiln process `pid` that start_kiln(dir, args, ...) started.

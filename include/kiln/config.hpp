@@ -76,6 +76,10 @@ struct FusionStats {
   long long reductions_fused = 0;
 };
 FusionStats fusion_stats();
+// The same and more as text, as KILN_LOG=fusion:summary prints it at exit: ops recorded, groups
+// run, ops per group (min, mean, max and a histogram), plan cache hits and misses, kernels
+// compiled, bytes read and written, intermediates never written (docs/fusion.md).
+std::string fusion_summary();
 
 // Device and host buffers alive now and at most since the last reset_peak_buffers(): what a
 // long recorded loop holds.

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "core/log.hpp"
 #include "dispatch/registry.hpp"
 #if KILN_WITH_SIMD
 #include "cpu/kernels.hpp"
@@ -101,6 +102,7 @@ struct State {
       cfg.autotune = parse_switch("KILN_AUTOTUNE", v);
       src.autotune_from_env = true;
     }
+    detail::check_log_env();  // (read where it is used; checked here, with the other switches)
     publish();
   }
   void publish() {

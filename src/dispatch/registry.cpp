@@ -124,6 +124,14 @@ FusionStats fusion_stats() {
 #endif
 }
 
+std::string fusion_summary() {
+#if KILN_WITH_FUSION
+  return fusion::summary();
+#else
+  return "nothing recorded: kiln was built with -DKILN_FUSION=OFF";
+#endif
+}
+
 Device Device::cpu() { return Device(Kind::cpu, 0); }
 
 Device Device::cuda(int index) {

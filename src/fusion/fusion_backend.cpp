@@ -2,23 +2,17 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <string>
 #include <vector>
 
 #include "core/log.hpp"
 #include "core/recycled.hpp"
+#include "fusion/fusion_stats.hpp"
 #include "fusion/plan_cache.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::fusion {
 namespace {
-
-struct Counters {
-  std::atomic<long long> ops_recorded{0}, groups_run{0}, plan_hits{0}, plan_misses{0},
-      outputs_written{0}, bytes_written{0}, reductions_fused{0};
-};
-Counters counters;
 
 // Whether the call writes fresh results of its own shape, element for element: only then can
 // they be recorded (cat writes slices of one existing tensor).
@@ -31,14 +25,26 @@ bool fresh_outputs(std::span<const detail::TensorImpl* const> outputs) {
   return true;
 }
 
+// The header counts the ops listed under it (ops_of), and the recorded ops the plan left out.
 void trace(const Device& device, const Group& g, const Plan& plan, bool hit) {
   if (!detail::log_enabled("fusion")) return;
+  const int dropped = ops_of(g.program) - ops_of(plan.program);
   detail::log_line(
       "fusion",
-      fmt::format("{}: group of {} ops over {} -> {} inputs, {} scalars, {} outputs, plan {}\n{}",
-                  device.str(), g.ops, format_dims(g.shape), plan.program.inputs.size(),
-                  plan.program.scalars.size(), plan.program.outputs.size(), hit ? "cached" : "new",
-                  ir::describe(plan.program)));
+      fmt::format(
+          "{}: group of {} ops over {} -> {} inputs, {} scalars, {} outputs, plan {}{}\n{}",
+          device.str(), ops_of(plan.program), format_dims(g.shape), plan.program.inputs.size(),
+          plan.program.scalars.size(), plan.program.outputs.size(), hit ? "cached" : "new",
+          dropped > 0 ? fmt::format("; {} more recorded ops not needed by its outputs", dropped)
+                      : std::string(),
+          ir::describe(plan.program)));
+}
+
+void trace_unread(const Device& device, const Group& g) {
+  if (!detail::log_enabled("fusion")) return;
+  detail::log_line("fusion", fmt::format("{}: group of {} recorded ops over {} closed with no "
+                                         "result left to write: nothing runs",
+                                         device.str(), ops_of(g.program), format_dims(g.shape)));
 }
 
 // After its group has run, a pending result either has memory or was lost with a group that
@@ -56,11 +62,11 @@ void trace_reduction(const Device& device, detail::ReduceOp op, int dim, const G
   if (!detail::log_enabled("fusion")) return;
   detail::log_line(
       "fusion",
-      fmt::format("{}: {} over {} of {} with the group of {} ops as its prologue -> {} inputs, "
-                  "{} scalars, plan {}\n{}",
+      fmt::format("{}: {} over {} of {} with a prologue of {} ops from the open group -> {} "
+                  "inputs, {} scalars, plan {}\n{}",
                   device.str(), detail::reduce_name(op),
                   dim >= 0 ? fmt::format("dim {}", dim) : std::string("all"), format_dims(g.shape),
-                  g.ops, plan.program.inputs.size(), plan.program.scalars.size(),
+                  ops_of(plan.program), plan.program.inputs.size(), plan.program.scalars.size(),
                   hit ? "cached" : "new", ir::describe(plan.program)));
 }
 
@@ -83,9 +89,7 @@ bool reduce_with_prologue(detail::Backend& inner, Group& g, detail::ReduceOp op,
   for (auto slot : plan.scalar_slots) scalars.push_back(g.scalars[slot]);
   if (!inner.reduce_prologue(op, {plan.program, in, scalars, x.shape}, dim, out)) return false;
   trace_reduction(inner.device(), op, dim, g, plan, found.hit);
-  counters.groups_run.fetch_add(1, std::memory_order_relaxed);
-  counters.reductions_fused.fetch_add(1, std::memory_order_relaxed);
-  (found.hit ? counters.plan_hits : counters.plan_misses).fetch_add(1, std::memory_order_relaxed);
+  count_reduction(plan, found.hit, in);
   return true;
 }
 
@@ -181,7 +185,7 @@ void Fusion::elementwise(const ir::Program& program,
     group_.shape = shape;
   }
   group_.append(program, inputs, in_registers, scalars, outputs);
-  counters.ops_recorded.fetch_add(1, std::memory_order_relaxed);
+  count_recorded();
 }
 
 void Fusion::flush() {
@@ -215,34 +219,24 @@ void Fusion::flush_locked() {
       g.program.output(o.node);
     }
   }
-  if (live_.empty()) return;  // nothing observable: the whole group is dead code
+  if (live_.empty()) {  // nothing observable: the whole group is dead code
+    trace_unread(inner_.device(), g);
+    count_unread(g);
+    return;
+  }
   const PlanLookup found = plan_for(g.program);
   const Plan& plan = *found.plan;
   trace(inner_.device(), g, plan, found.hit);
 
   for (auto slot : plan.input_slots) run_inputs_.push_back(&g.inputs[slot]);
   for (auto slot : plan.scalar_slots) run_scalars_.push_back(g.scalars[slot]);
-  long long bytes = 0;
   for (const auto& p : live_) {
     run_handles_.push_back(inner_.empty(g.shape, p->dtype()));
     p->bind(run_handles_.back()->buffer);
     run_outputs_.push_back(run_handles_.back().get());
-    bytes += static_cast<long long>(p->bytes());
   }
   inner_.elementwise(plan.program, run_inputs_, run_scalars_, run_outputs_);
-
-  counters.groups_run.fetch_add(1, std::memory_order_relaxed);
-  (found.hit ? counters.plan_hits : counters.plan_misses).fetch_add(1, std::memory_order_relaxed);
-  counters.outputs_written.fetch_add(static_cast<long long>(live_.size()),
-                                     std::memory_order_relaxed);
-  counters.bytes_written.fetch_add(bytes, std::memory_order_relaxed);
-}
-
-FusionStats stats() {
-  return {counters.ops_recorded.load(),    counters.groups_run.load(),
-          counters.plan_hits.load(),       counters.plan_misses.load(),
-          counters.outputs_written.load(), counters.bytes_written.load(),
-          counters.reductions_fused.load()};
+  count_group(g, plan, found.hit, run_inputs_);
 }
 
 }  // namespace kiln::fusion

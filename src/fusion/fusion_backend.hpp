@@ -21,14 +21,14 @@
 #include <vector>
 
 #include "dispatch/backend.hpp"
+#include "fusion/fusion_stats.hpp"
 #include "fusion/group.hpp"
-#include "kiln/config.hpp"
 
 namespace kiln::fusion {
 
 class Fusion final : public detail::Backend {
  public:
-  explicit Fusion(detail::Backend& inner) : inner_(inner) {}
+  explicit Fusion(detail::Backend& inner) : inner_(inner) { summary_at_exit(); }
 
   std::string name() const override { return "fusion<" + inner_.name() + ">"; }
   Device device() const override { return inner_.device(); }
@@ -68,8 +68,5 @@ class Fusion final : public detail::Backend {
   std::vector<double> run_scalars_;
   std::vector<detail::Handle> run_handles_;
 };
-
-// Counters over every device's decorator, as kiln::fusion_stats() reports them.
-FusionStats stats();
 
 }  // namespace kiln::fusion

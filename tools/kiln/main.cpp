@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    kiln::config();  // a bad KILN_* value fails every command, even one that runs no op
     if (*bench_cmd && compare_flag) {
       compare.device = bench.device;
       compare.json = bench.json;

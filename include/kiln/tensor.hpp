@@ -376,7 +376,8 @@ KILN_BINARY(operator>=, ge)
 
 // cond ? a : b element-wise, broadcasting all three; cond must be bool. Either branch, or both,
 // may be a scalar, whose dtype follows the binary ops' rule: where(c, i32, 0.5f) is f32,
-// where(c, i32, 0) i32, where(c, 1, 0) i32, where(c, 1.0, 0) f32 (shape: cond's).
+// where(c, i32, 0) i32, where(c, 1, 0) i32, where(c, 1.0, 0) f32. With two scalar branches the
+// result has cond's shape.
 template <std::size_t C, std::size_t D, std::size_t E>
 Tensor<std::max({C, D, E})> where(const Tensor<C>& cond, const Tensor<D>& a, const Tensor<E>& b) {
   return Tensor<std::max({C, D, E})>(

@@ -1,9 +1,11 @@
 // Uses an installed kiln: prints the CPU backend and the features, then runs an element-wise
-// chain and a matmul on the CPU and checks both against a float64 reference computed here.
-// Exits 1 on a mismatch.
+// chain and a matmul on the CPU, checks both against a float64 reference computed here and prints
+// a corner of the product. Exits 1 on a mismatch. scripts/consumer builds it twice: with CMake
+// (CMakeLists.txt here) and with `g++ -std=c++20 main.cpp $(pkg-config --cflags --libs kiln)`.
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <iostream>
 #include <kiln/kiln.hpp>
 #include <vector>
 
@@ -65,6 +67,7 @@ int main() {
 
   const int bad = mismatches("chain tanh(2a-1)*a+sin(a)", chain, chain_ref, chain_tol) +
                   mismatches("matmul 64x48 * 48x32", prod, prod_ref, prod_tol);
+  std::cout << "matmul corner: " << kiln::matmul(a, b).slice(0, 0, 2).slice(1, 0, 3) << "\n";
   std::printf("%s\n", bad == 0 ? "ok" : "FAILED");
   return bad == 0 ? 0 : 1;
 }

@@ -5,5 +5,6 @@
 #include "kiln/device.hpp"
 #include "kiln/dtype.hpp"
 #include "kiln/error.hpp"
+#include "kiln/format.hpp"
 #include "kiln/shape.hpp"
 #include "kiln/tensor.hpp"

@@ -3,13 +3,19 @@
 // Copies are cheap and share the buffer (tensors are values: no op writes into a tensor you
 // hold). Views (transpose, permute, slice, expand, unsqueeze, squeeze, and reshape of a
 // contiguous tensor) share it too. Ops are queued on the tensor's device; reading data
-// (to_vector, item) waits for them.
+// (to_vector, item) waits for them. docs/ops.md lists every op.
+//
+// `x += y` rebinds x to the new tensor x + y: the old tensor is untouched, so other copies of x
+// (and views of it) keep the old values, unlike PyTorch's in-place ops, which write into the
+// storage they share. A default-constructed Tensor is an empty placeholder to assign later; any
+// use of it before then throws ValueError ("used before it was assigned").
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -41,6 +47,30 @@ Dims to_dims(const Shape<D>& s) {
 }
 // Throws ShapeError unless h has rank `rank` (the static rank of the Tensor it becomes).
 Handle check_rank(Handle h, std::size_t rank);
+// The error of a placeholder Tensor<rank> given to `op` before it was assigned.
+[[noreturn]] inline void unassigned(const char* op, std::size_t rank) {
+  throw ValueError(std::string(op) + ": a Tensor<" + std::to_string(rank) +
+                   "> used before it was assigned (it was default-constructed or moved from, and "
+                   "holds no tensor)");
+}
+// The data of a braced list as from_data takes it: bool as bytes, double literals as f32 (as
+// torch.tensor([1.0, 2.0]) is float32), float and int32_t as they are.
+template <class T>
+auto list_data(std::initializer_list<T> data) {
+  if constexpr (std::is_same_v<T, bool>)
+    return std::vector<std::uint8_t>(data.begin(), data.end());
+  else if constexpr (std::is_same_v<T, double>)
+    return std::vector<float>(data.begin(), data.end());
+  else
+    return std::span<const T>(data.begin(), data.size());
+}
+template <class T>
+constexpr DType list_dtype() {
+  if constexpr (std::is_same_v<T, double>)
+    return DType::f32;
+  else
+    return dtype_of<T>();
+}
 }  // namespace detail
 
 template <std::size_t D>
@@ -48,8 +78,14 @@ class Tensor {
  public:
   static constexpr std::size_t rank = D;
 
+  // An empty placeholder (`Tensor<2> t; if (c) t = a; else t = b;`): every use of it before it
+  // is assigned throws ValueError naming the op. Copying and assigning it are fine.
+  Tensor() = default;
   // Wraps a dynamic-rank handle; throws ShapeError if its rank is not D.
   explicit Tensor(detail::Handle h) : h_(detail::check_rank(std::move(h), D)) {}
+
+  // False for a placeholder that was never assigned (or a tensor moved from).
+  bool defined() const { return h_ != nullptr; }
 
   // Creation.
   static Tensor zeros(const Shape<D>& shape, DType dtype = DType::f32,
@@ -83,6 +119,14 @@ class Tensor {
       return from_data(std::span<const T>(data), shape, device);
     }
   }
+  // From a braced list: Tensor<1>::from_data({1.f, 2.f}, {2}). double literals give f32.
+  template <class T>
+  static Tensor from_data(std::initializer_list<T> data, const Shape<D>& shape,
+                          Device device = Device::cpu()) {
+    const auto values = detail::list_data(data);
+    return Tensor(detail::from_data(values.data(), values.size(), detail::list_dtype<T>(),
+                                    detail::to_dims(shape), device));
+  }
   // Philox 4x32-10 values: the same seed gives the same numbers on every device and thread count.
   static Tensor random(const Shape<D>& shape, Distribution dist, Device device = Device::cpu(),
                        std::uint64_t seed = 0) {
@@ -92,46 +136,49 @@ class Tensor {
   // Queries.
   Shape<D> shape() const {
     Shape<D> s{};
-    std::copy_n(detail::shape(h_).begin(), D, s.begin());
+    std::copy_n(detail::shape(h("shape")).begin(), D, s.begin());
     return s;
   }
   std::int64_t size(int dim) const {
-    return detail::shape(h_)[detail::normalize_dim("size", dim, D)];
+    return detail::shape(h("size"))[detail::normalize_dim("size", dim, D)];
   }
-  std::int64_t numel() const { return detail::numel(h_); }
-  DType dtype() const { return detail::dtype(h_); }
-  Device device() const { return detail::device(h_); }
-  bool is_contiguous() const { return detail::is_contiguous(h_); }
-  const detail::Handle& handle() const { return h_; }
+  std::int64_t numel() const { return detail::numel(h("numel")); }
+  DType dtype() const { return detail::dtype(h("dtype")); }
+  Device device() const { return detail::device(h("device")); }
+  bool is_contiguous() const { return detail::is_contiguous(h("is_contiguous")); }
+  // The dynamic-rank handle (for kiln's free functions, which name themselves as `op` in the
+  // error a placeholder gives).
+  const detail::Handle& handle(const char* op = "handle") const { return h(op); }
 
   // Read-back, converting to T (float, int32_t or bool); waits for the device.
   // OutOfMemoryError when host memory cannot hold the result.
   template <class T = float>
   std::vector<T> to_vector() const {
+    const detail::Handle& t = h("to_vector");
     if constexpr (std::is_same_v<T, bool>) {
       std::vector<std::uint8_t> bytes = host_vector<std::uint8_t>();
-      detail::read(h_, bytes.data(), DType::boolean);
+      detail::read(t, bytes.data(), DType::boolean);
       return std::vector<bool>(bytes.begin(), bytes.end());
     } else {
       std::vector<T> out = host_vector<T>();
-      detail::read(h_, out.data(), dtype_of<T>());
+      detail::read(t, out.data(), dtype_of<T>());
       return out;
     }
   }
   // The single element of a one-element tensor; throws ShapeError otherwise.
   template <class T = float>
   T item() const {
-    if (numel() != 1)
+    if (detail::numel(h("item")) != 1)
       throw ShapeError("item: tensor has " + std::to_string(numel()) + " elements, not 1");
     return to_vector<T>()[0];
   }
 
   // A copy that shares the buffer: as cheap as copying the handle (tensors are immutable).
-  Tensor clone() const { return *this; }
-  Tensor to(Device device) const { return Tensor(detail::to_device(h_, device)); }
-  Tensor to(DType dtype) const { return Tensor(detail::cast(h_, dtype)); }
+  Tensor clone() const { return Tensor(h("clone")); }
+  Tensor to(Device device) const { return Tensor(detail::to_device(h("to"), device)); }
+  Tensor to(DType dtype) const { return Tensor(detail::cast(h("to"), dtype)); }
   // A row-major dense copy, or this tensor if it already is one.
-  Tensor contiguous() const { return Tensor(detail::contiguous(h_)); }
+  Tensor contiguous() const { return Tensor(detail::contiguous(h("contiguous"))); }
 
   // Element-wise unary ops (float ops promote i32 and bool to f32).
   Tensor neg() const { return un(detail::Unary::neg); }
@@ -148,11 +195,31 @@ class Tensor {
   Tensor sigmoid() const { return un(detail::Unary::sigmoid); }
   Tensor relu() const { return un(detail::Unary::relu); }
   Tensor gelu() const { return un(detail::Unary::gelu); }
-  Tensor pow(double exponent) const { return Tensor(detail::pow(h_, exponent)); }
+  Tensor pow(double exponent) const { return Tensor(detail::pow(h("pow"), exponent)); }
   template <ScalarValue L, ScalarValue H>
   Tensor clamp(L lo, H hi) const {
-    return Tensor(detail::clamp(h_, detail::scalar(lo), detail::scalar(hi)));
+    return Tensor(detail::clamp(h("clamp"), detail::scalar(lo), detail::scalar(hi)));
   }
+
+  // Compound assignment rebinds: `x += y` is `x = x + y`. Other copies and views of the old x
+  // are unaffected (PyTorch's x += y writes into x's storage instead). As in NumPy and
+  // PyTorch, the result keeps x's rank, shape and dtype: y broadcasts to x, never x to y (a
+  // larger rank of y does not compile, a larger shape is a ShapeError), and a result of another
+  // dtype (i32 /= 2 gives f32) is a DTypeError; write x = x / 2 for those.
+#define KILN_COMPOUND(sym, op)                                                                    \
+  template <std::size_t E>                                                                        \
+  requires(E <= D) Tensor& operator sym##=(const Tensor<E>& y) {                                  \
+    return rebind(#sym "=", detail::binary(detail::Binary::op, h(#sym "="), y.handle(#sym "="))); \
+  }                                                                                               \
+  template <ScalarValue S>                                                                        \
+  Tensor& operator sym##=(S y) {                                                                  \
+    return rebind(#sym "=", detail::binary(detail::Binary::op, h(#sym "="), detail::scalar(y)));  \
+  }
+  KILN_COMPOUND(+, add)
+  KILN_COMPOUND(-, sub)
+  KILN_COMPOUND(*, mul)
+  KILN_COMPOUND(/, div)
+#undef KILN_COMPOUND
 
   // Reductions: over all elements (rank 0), over one dim (rank D-1), or keeping it (rank D).
   Tensor<0> sum() const { return all(detail::Reduction::sum); }
@@ -173,34 +240,46 @@ class Tensor {
   Tensor min(int dim, KeepDim) const { return red_keep(detail::Reduction::min, dim); }
   Tensor argmax(int dim, KeepDim) const { return red_keep(detail::Reduction::argmax, dim); }
   Tensor argmin(int dim, KeepDim) const { return red_keep(detail::Reduction::argmin, dim); }
-  Tensor softmax(int dim) const { return Tensor(detail::softmax(h_, norm("softmax", dim), false)); }
+  Tensor softmax(int dim) const {
+    return Tensor(detail::softmax(h("softmax"), norm("softmax", dim), false));
+  }
   Tensor log_softmax(int dim) const {
-    return Tensor(detail::softmax(h_, norm("log_softmax", dim), true));
+    return Tensor(detail::softmax(h("log_softmax"), norm("log_softmax", dim), true));
   }
 
-  // Shape ops. Negative dims count from the end.
+  // Shape ops. Negative dims count from the end. reshape and expand take a Shape<E> or a braced
+  // list, whose length is the new rank: x.reshape({2, -1}) is a Tensor<2>.
   template <std::size_t E>
   Tensor<E> reshape(const Shape<E>& shape) const {
-    return Tensor<E>(detail::reshape(h_, detail::to_dims(shape)));
+    return Tensor<E>(detail::reshape(h("reshape"), detail::to_dims(shape)));
+  }
+  template <std::size_t E>
+  Tensor<E> reshape(const std::int64_t (&shape)[E]) const {
+    return reshape(std::to_array(shape));
   }
   Tensor transpose(int d0, int d1) const {
-    return Tensor(detail::transpose(h_, norm("transpose", d0), norm("transpose", d1)));
+    return Tensor(detail::transpose(h("transpose"), norm("transpose", d0), norm("transpose", d1)));
   }
   Tensor permute(const std::array<int, D>& order) const {
-    return Tensor(detail::permute(h_, order));
+    return Tensor(detail::permute(h("permute"), order));
   }
   Tensor slice(int dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const {
-    return Tensor(detail::slice(h_, norm("slice", dim), start, stop, step));
+    return Tensor(detail::slice(h("slice"), norm("slice", dim), start, stop, step));
   }
   Tensor<D + 1> unsqueeze(int dim) const {
-    return Tensor<D + 1>(detail::unsqueeze(h_, detail::normalize_dim("unsqueeze", dim, D + 1)));
+    return Tensor<D + 1>(
+        detail::unsqueeze(h("unsqueeze"), detail::normalize_dim("unsqueeze", dim, D + 1)));
   }
   Tensor<D - 1> squeeze(int dim) const requires(D > 0) {
-    return Tensor<D - 1>(detail::squeeze(h_, norm("squeeze", dim)));
+    return Tensor<D - 1>(detail::squeeze(h("squeeze"), norm("squeeze", dim)));
   }
   template <std::size_t E>
   Tensor<E> expand(const Shape<E>& shape) const requires(E >= D) {
-    return Tensor<E>(detail::expand(h_, detail::to_dims(shape)));
+    return Tensor<E>(detail::expand(h("expand"), detail::to_dims(shape)));
+  }
+  template <std::size_t E>
+  Tensor<E> expand(const std::int64_t (&shape)[E]) const requires(E >= D) {
+    return expand(std::to_array(shape));
   }
 
  private:
@@ -216,13 +295,39 @@ class Tensor {
                              std::to_string(numel()) + " elements");
     }
   }
-  Tensor un(detail::Unary op) const { return Tensor(detail::unary(op, h_)); }
-  Tensor<0> all(detail::Reduction op) const { return Tensor<0>(detail::reduce_all(op, h_)); }
+  // The handle, or the placeholder's error naming `op`.
+  const detail::Handle& h(const char* op) const {
+    if (!h_) detail::unassigned(op, D);
+    return h_;
+  }
+  // Compound assignment: rebinds to r, which must keep this tensor's shape and dtype.
+  Tensor& rebind(const char* op, detail::Handle r) {
+    if (detail::shape(r) != detail::shape(h_)) {
+      throw ShapeError(std::string(op) + ": the result has shape " + format_dims(detail::shape(r)) +
+                       " but the left side " + format_dims(detail::shape(h_)) + "; x " + op +
+                       " y keeps x's shape (broadcast y to x, or write x = x " + op[0] + " y)");
+    }
+    if (detail::dtype(r) != detail::dtype(h_)) {
+      throw DTypeError(std::string(op) + ": the result is " + dtype_name(detail::dtype(r)) +
+                       " but the left side " + dtype_name(detail::dtype(h_)) + "; x " + op +
+                       " y keeps x's dtype (write x = x " + op[0] + " y, or cast x first)");
+    }
+    h_ = std::move(r);
+    return *this;
+  }
+  Tensor un(detail::Unary op) const {
+    constexpr const char* names[] = {"neg",  "abs",   "sin",  "cos",     "tan",  "exp", "log",
+                                     "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu"};
+    return Tensor(detail::unary(op, h(names[static_cast<int>(op)])));
+  }
+  Tensor<0> all(detail::Reduction op) const {
+    return Tensor<0>(detail::reduce_all(op, h(name(op))));
+  }
   auto red(detail::Reduction op, int dim) const requires(D > 0) {
-    return Tensor<D - 1>(detail::reduce(op, h_, norm(name(op), dim), false));
+    return Tensor<D - 1>(detail::reduce(op, h(name(op)), norm(name(op), dim), false));
   }
   Tensor red_keep(detail::Reduction op, int dim) const {
-    return Tensor(detail::reduce(op, h_, norm(name(op), dim), true));
+    return Tensor(detail::reduce(op, h(name(op)), norm(name(op), dim), true));
   }
   static const char* name(detail::Reduction op) {
     constexpr const char* names[] = {"sum", "mean", "max", "min", "argmax", "argmin"};
@@ -240,18 +345,19 @@ inline Tensor<1> arange(double start, double stop, double step = 1.0, DType dtyp
 }
 
 // Binary ops broadcast as NumPy; the result has the larger rank.
-#define KILN_BINARY(fn, op)                                                                    \
-  template <std::size_t D, std::size_t E>                                                      \
-  Tensor<std::max(D, E)> fn(const Tensor<D>& a, const Tensor<E>& b) {                          \
-    return Tensor<std::max(D, E)>(detail::binary(detail::Binary::op, a.handle(), b.handle())); \
-  }                                                                                            \
-  template <std::size_t D, ScalarValue S>                                                      \
-  Tensor<D> fn(const Tensor<D>& a, S b) {                                                      \
-    return Tensor<D>(detail::binary(detail::Binary::op, a.handle(), detail::scalar(b)));       \
-  }                                                                                            \
-  template <std::size_t D, ScalarValue S>                                                      \
-  Tensor<D> fn(S a, const Tensor<D>& b) {                                                      \
-    return Tensor<D>(detail::binary(detail::Binary::op, detail::scalar(a), b.handle()));       \
+#define KILN_BINARY(fn, op)                                                                 \
+  template <std::size_t D, std::size_t E>                                                   \
+  Tensor<std::max(D, E)> fn(const Tensor<D>& a, const Tensor<E>& b) {                       \
+    return Tensor<std::max(D, E)>(                                                          \
+        detail::binary(detail::Binary::op, a.handle(#op), b.handle(#op)));                  \
+  }                                                                                         \
+  template <std::size_t D, ScalarValue S>                                                   \
+  Tensor<D> fn(const Tensor<D>& a, S b) {                                                   \
+    return Tensor<D>(detail::binary(detail::Binary::op, a.handle(#op), detail::scalar(b))); \
+  }                                                                                         \
+  template <std::size_t D, ScalarValue S>                                                   \
+  Tensor<D> fn(S a, const Tensor<D>& b) {                                                   \
+    return Tensor<D>(detail::binary(detail::Binary::op, detail::scalar(a), b.handle(#op))); \
   }
 KILN_BINARY(operator+, add)
 KILN_BINARY(operator-, sub)
@@ -268,26 +374,68 @@ KILN_BINARY(operator>, gt)
 KILN_BINARY(operator>=, ge)
 #undef KILN_BINARY
 
-// cond ? a : b element-wise, broadcasting all three; cond must be bool.
+// cond ? a : b element-wise, broadcasting all three; cond must be bool. Either branch, or both,
+// may be a scalar, whose dtype follows the binary ops' rule: where(c, i32, 0.5f) is f32,
+// where(c, i32, 0) i32, where(c, 1, 0) i32, where(c, 1.0, 0) f32. With two scalar branches the
+// result has cond's shape.
 template <std::size_t C, std::size_t D, std::size_t E>
 Tensor<std::max({C, D, E})> where(const Tensor<C>& cond, const Tensor<D>& a, const Tensor<E>& b) {
-  return Tensor<std::max({C, D, E})>(detail::where(cond.handle(), a.handle(), b.handle()));
+  return Tensor<std::max({C, D, E})>(
+      detail::where(cond.handle("where"), a.handle("where"), b.handle("where")));
+}
+template <std::size_t C, std::size_t D, ScalarValue S>
+Tensor<std::max(C, D)> where(const Tensor<C>& cond, const Tensor<D>& a, S b) {
+  return Tensor<std::max(C, D)>(
+      detail::where(cond.handle("where"), a.handle("where"), detail::scalar(b)));
+}
+template <std::size_t C, ScalarValue S, std::size_t E>
+Tensor<std::max(C, E)> where(const Tensor<C>& cond, S a, const Tensor<E>& b) {
+  return Tensor<std::max(C, E)>(
+      detail::where(cond.handle("where"), detail::scalar(a), b.handle("where")));
+}
+template <std::size_t C, ScalarValue S, ScalarValue T>
+Tensor<C> where(const Tensor<C>& cond, S a, T b) {
+  return Tensor<C>(detail::where(cond.handle("where"), detail::scalar(a), detail::scalar(b)));
 }
 
 // Matrix product: rank 2 x rank 2, or batched rank 3 (a rank-2 side or a batch of 1 broadcasts).
 template <std::size_t D, std::size_t E>
 requires((D == 2 || D == 3) &&
          (E == 2 || E == 3)) Tensor<std::max(D, E)> matmul(const Tensor<D>& a, const Tensor<E>& b) {
-  return Tensor<std::max(D, E)>(detail::matmul(a.handle(), b.handle()));
+  return Tensor<std::max(D, E)>(detail::matmul(a.handle("matmul"), b.handle("matmul")));
 }
 
-// Concatenation along dim; every other extent must agree.
+namespace detail {
+template <std::size_t D>
+Tensor<D> cat_tensors(std::span<const Tensor<D>> xs, int dim) {
+  std::vector<Handle> hs;
+  hs.reserve(xs.size());
+  for (const auto& x : xs) hs.push_back(x.handle("cat"));
+  return Tensor<D>(cat(hs, normalize_dim("cat", dim, D)));
+}
+}  // namespace detail
+
+// Concatenation along dim; every other extent must agree. kiln::cat({a, b}, 0) deduces D.
 template <std::size_t D>
 Tensor<D> cat(const std::vector<Tensor<D>>& xs, int dim) {
-  std::vector<detail::Handle> hs;
-  hs.reserve(xs.size());
-  for (const auto& x : xs) hs.push_back(x.handle());
-  return Tensor<D>(detail::cat(hs, detail::normalize_dim("cat", dim, D)));
+  return detail::cat_tensors(std::span<const Tensor<D>>(xs), dim);
+}
+template <std::size_t D>
+Tensor<D> cat(std::initializer_list<Tensor<D>> xs, int dim) {
+  return detail::cat_tensors(std::span<const Tensor<D>>(xs.begin(), xs.size()), dim);
+}
+
+// From host data, the rank deduced from the braced shape: kiln::from_data({1.f, 2.f}, {2}) is a
+// Tensor<1>, kiln::from_data(values, {2, 3}) a Tensor<2> (Tensor<D>::from_data says more).
+template <class T, std::size_t E>
+Tensor<E> from_data(std::initializer_list<T> data, const std::int64_t (&shape)[E],
+                    Device device = Device::cpu()) {
+  return Tensor<E>::from_data(data, std::to_array(shape), device);
+}
+template <class T, std::size_t E>
+Tensor<E> from_data(const std::vector<T>& data, const std::int64_t (&shape)[E],
+                    Device device = Device::cpu()) {
+  return Tensor<E>::from_data(data, std::to_array(shape), device);
 }
 
 }  // namespace kiln

@@ -81,6 +81,11 @@ Handle binary(Binary op, Scalar a, const Handle& b);
 Handle pow(const Handle& x, double exponent);
 Handle clamp(const Handle& x, Scalar lo, Scalar hi);
 Handle where(const Handle& cond, const Handle& a, const Handle& b);
+// where with scalar branches: a scalar takes the dtype a binary op gives it beside the other
+// branch (f32 for a floating scalar, else the tensor's, i32 beside bool or another scalar).
+Handle where(const Handle& cond, const Handle& a, Scalar b);
+Handle where(const Handle& cond, Scalar a, const Handle& b);
+Handle where(const Handle& cond, Scalar a, Scalar b);
 Handle cast(const Handle& x, DType to);
 
 // Reductions; dim is already normalised (0 <= dim < rank). The result keeps the reduced dim

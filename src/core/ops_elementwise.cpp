@@ -175,22 +175,6 @@ Handle clamp(const Handle& x, Scalar lo, Scalar hi) {
   return run_elementwise1("clamp", p, std::span<const Handle>(&x, 1), scalars, x->shape, x->device);
 }
 
-Handle where(const Handle& cond, const Handle& a, const Handle& b) {
-  Device d = common_device("where", {&cond, &a, &b});
-  if (cond->dtype != DType::boolean) {
-    throw DTypeError(fmt::format("where: condition must be bool, got {}", dtype_name(cond->dtype)));
-  }
-  Dims shape =
-      broadcast_shapes("where", broadcast_shapes("where", cond->shape, a->shape), b->shape);
-  DType t = promote(a->dtype, b->dtype);
-  ir::Program p;
-  std::int32_t c = p.input(DType::boolean);
-  std::int32_t x = p.cast(p.input(a->dtype), t), y = p.cast(p.input(b->dtype), t);
-  p.output(p.where(c, x, y));
-  Handle inputs[] = {cond, a, b};
-  return run_elementwise1("where", p, inputs, {}, shape, d);
-}
-
 Handle cast(const Handle& x, DType to) {
   if (x->dtype == to) return x;
   ir::Program p;

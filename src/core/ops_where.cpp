@@ -1,4 +1,4 @@
-// where(cond, a, b) with a scalar branch or two: the scalars are parameters of one element-wise
+// where(cond, a, b), each branch a tensor or a scalar: scalars are parameters of one element-wise
 // program (as in x * 0.5), so where(c, x, 0) and where(c, x, 1) are the same kernel.
 //
 // Dtypes as PyTorch's torch.where with Python scalars: a floating scalar makes the result f32,
@@ -55,10 +55,14 @@ Handle where_branches(const Handle& cond, Branch a, Branch b) {
   const std::int32_t x = operand(a);
   const std::int32_t y = operand(b);
   p.output(p.where(c, x, y));
-  return run_elementwise1(p, inputs, scalars, shape, d);
+  return run_elementwise1("where", p, inputs, scalars, shape, d);
 }
 
 }  // namespace
+
+Handle where(const Handle& cond, const Handle& a, const Handle& b) {
+  return where_branches(cond, {&a, {}}, {&b, {}});
+}
 
 Handle where(const Handle& cond, const Handle& a, Scalar b) {
   return where_branches(cond, {&a, {}}, {nullptr, b});

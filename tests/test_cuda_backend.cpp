@@ -91,17 +91,34 @@ TEST(CudaRandom, SameStreamAsTheCpu) {
 TEST(CudaMemory, OutOfMemoryIsAnErrorAndTheDeviceRecovers) {
   KILN_REQUIRE_CUDA();
   auto& ctx = kiln::cuda::context(0);
-  const std::int64_t too_many = static_cast<std::int64_t>(ctx.total_memory / 4) * 2;  // 2x memory
+  // Twice the device's memory: refused at the op, before anything is recorded or allocated.
+  const std::int64_t too_many = static_cast<std::int64_t>(ctx.total_memory / 4) * 2;
   try {
-    auto t = Tensor<1>::zeros({too_many}, DType::f32, Device::cuda(0));
+    (void)Tensor<1>::zeros({too_many}, DType::f32, Device::cuda(0));
+    FAIL() << "no exception";
+  } catch (const kiln::OutOfMemoryError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("full: a f32 tensor of shape [" + std::to_string(too_many) + "] needs " +
+                        std::to_string(too_many * 4) + " bytes"),
+              std::string::npos)
+        << what;
+  }
+  // Within the device's memory but not beside another such tensor: the allocator refuses it
+  // when the tensor is given memory (at the op unfused, when its group runs fused).
+  const std::int64_t most = static_cast<std::int64_t>(ctx.total_memory / 4) * 6 / 10;
+  auto held = Tensor<1>::zeros({most}, DType::f32, Device::cuda(0));
+  EXPECT_EQ(held.slice(0, most - 1, most).item<float>(), 0.0f);
+  try {
+    auto t = Tensor<1>::zeros({most}, DType::f32, Device::cuda(0));
     (void)t.slice(0, 0, 4).to_vector();
     FAIL() << "no exception";
   } catch (const kiln::OutOfMemoryError& e) {
     std::string what = e.what();
-    EXPECT_NE(what.find("asked for " + std::to_string(too_many * 4) + " bytes"), std::string::npos)
+    EXPECT_NE(what.find("asked for " + std::to_string(most * 4) + " bytes"), std::string::npos)
         << what;
     EXPECT_NE(what.find("free"), std::string::npos) << what;
   }
+  held = {};
   auto x = Tensor<1>::full({1000}, 2.0f, DType::f32, Device::cuda(0));
   EXPECT_EQ((x * 3.0f).sum().item<float>(), 6000.0f);
 }

@@ -3,7 +3,8 @@
 // counts exactly what is listed under it. The program traced is tests/helpers/log_program.cpp.
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -132,6 +133,25 @@ std::vector<Entry> entries(const std::string& err) {
   return out;
 }
 
+// The integer right before `word` in s ("3 inputs" -> 3), or -1 when there is none.
+int number_before(const std::string& s, const std::string& word) {
+  const auto at = s.find(word);
+  if (at == std::string::npos) return -1;
+  auto from = at;
+  while (from > 0 && std::isdigit(static_cast<unsigned char>(s[from - 1]))) --from;
+  return from == at ? -1 : std::stoi(s.substr(from, at - from));
+}
+
+// The integer right after `word` in s ("group of 3" -> 3), or -1 when there is none.
+int number_after(const std::string& s, const std::string& word) {
+  const auto at = s.find(word);
+  if (at == std::string::npos) return -1;
+  const auto from = at + word.size();
+  auto end = from;
+  while (end < s.size() && std::isdigit(static_cast<unsigned char>(s[end]))) ++end;
+  return end == from ? -1 : std::stoi(s.substr(from, end - from));
+}
+
 int count_if_has(const std::vector<std::string>& lines, const std::string& what) {
   int n = 0;
   for (const auto& l : lines) n += has(l, what);
@@ -141,27 +161,26 @@ int count_if_has(const std::vector<std::string>& lines, const std::string& what)
 TEST_F(LogProgram, GroupHeadersCountTheOpsListedUnderThem) {
   const Outcome r = run("mixed", {"KILN_LOG=fusion"});
   ASSERT_EQ(r.status, 0) << r;
-  const std::regex counts(
-      R"((?:group of|a prologue of) (\d+) ops .*-> (\d+) inputs, (\d+) scalars(?:, (\d+) outputs)?)");
   int checked = 0;
   for (const Entry& e : entries(r.err)) {
     if (has(e.header, "closed with no result left to write")) {
       EXPECT_TRUE(e.listed.empty()) << e.header;
       continue;
     }
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(e.header, m, counts)) << e.header;
+    const int ops_said =
+        std::max(number_after(e.header, "group of "), number_after(e.header, "a prologue of "));
+    ASSERT_GE(ops_said, 0) << e.header;
     const int inputs = count_if_has(e.listed, " = input "),
               scalars = count_if_has(e.listed, " = scalar ");
     int outputs = -1;
     for (const auto& l : e.listed)
       if (l.rfind("  outputs:", 0) == 0) outputs = kt::occurrences(l, "%");
     const int ops = static_cast<int>(e.listed.size()) - 1 - inputs - scalars;
-    EXPECT_EQ(std::stoi(m[1]), ops) << e.header;
-    EXPECT_EQ(std::stoi(m[2]), inputs) << e.header;
-    EXPECT_EQ(std::stoi(m[3]), scalars) << e.header;
-    if (m[4].matched) {
-      EXPECT_EQ(std::stoi(m[4]), outputs) << e.header;
+    EXPECT_EQ(ops_said, ops) << e.header;
+    EXPECT_EQ(number_before(e.header, " inputs"), inputs) << e.header;
+    EXPECT_EQ(number_before(e.header, " scalars"), scalars) << e.header;
+    if (const int said = number_before(e.header, " outputs"); said >= 0) {
+      EXPECT_EQ(said, outputs) << e.header;
     }
     ++checked;
   }

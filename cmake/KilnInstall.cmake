@@ -66,9 +66,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake
 # Its paths are relative to the file itself (${pcfiledir}), as `cmake --install --prefix P` may put
 # it anywhere. A static libkiln.a leaves its dependencies to whoever links it, so they are on the
 # public lines (Requires, Libs); a shared libkiln.so brings them itself, so they are private. A
-# dependency that pkg-config knows is required by its module name; the others (the BLAS that
-# FindBLAS chose, NVRTC and the CUDA libraries, with a run path to the toolkit) are linked by the
-# file this build linked.
+# dependency that pkg-config knows is required by its module name; the others (NVRTC and the CUDA
+# libraries, with a run path to the toolkit) are linked by the file this build linked. The BLAS is
+# not linked at all: kiln loads it at run time (src/cpu/blas_library.hpp).
 set(kiln_pc_requires "")
 set(kiln_pc_libs "")
 # kiln_pc_dependency(module target): `module` in Requires if pkg-config finds it, else the library
@@ -93,7 +93,6 @@ endif()
 if(KILN_THREADS)
   kiln_pc_dependency(tbb TBB::tbb)
 endif()
-list(APPEND kiln_pc_libs ${BLAS_LINKER_FLAGS} ${BLAS_LIBRARIES})
 if(KILN_WITH_CUDA)
   set(kiln_pc_cuda ${KILN_NVRTC_LIBRARY})
   foreach(lib IN ITEMS CUDA::cudart CUDA::cublasLt)

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/blas_info.hpp"
 #include "kiln/kiln.hpp"
 #if KILN_WITH_SIMD
 #include "cpu/kernels.hpp"
@@ -391,6 +392,40 @@ TEST_F(CliTest, DoctorShowsASimdCap) {
 #else
   GTEST_SKIP() << "SIMD is compiled out";
 #endif
+}
+
+// kiln loads its CBLAS after naming OpenBLAS's kernel set from the CPU's features (so a CPU model
+// newer than the OpenBLAS build still gets wide kernels); the user's OPENBLAS_CORETYPE wins, and
+// neither this process nor the programs kiln starts inherit kiln's choice.
+TEST_F(CliTest, DoctorShowsWhoChoseTheBlasKernels) {
+  if (kiln::cpu::blas_core().empty()) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+  const bool user_set = std::getenv("OPENBLAS_CORETYPE") != nullptr;
+  EXPECT_EQ(kiln::cpu::blas_core_origin().rfind("chosen by kiln", 0) == 0, !user_set)
+      << kiln::cpu::blas_core_origin();
+  if (user_set) GTEST_SKIP() << "OPENBLAS_CORETYPE is set for the tests";
+  const Outcome own = kiln({"doctor"}, {});
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_TRUE(has(own.out, "(chosen by kiln from the CPU's features, as OPENBLAS_CORETYPE="))
+        << own;
+    EXPECT_FALSE(has(own.out, "OpenBLAS runs its")) << own;
+  }
+#endif
+  const Outcome user = kiln({"doctor"}, {"OPENBLAS_CORETYPE=Haswell"});
+  EXPECT_TRUE(has(user.out, "blas core     Haswell (OPENBLAS_CORETYPE=Haswell in the environment)"))
+      << user;
+}
+
+// KILN_BLAS names the CBLAS to load; one that cannot be loaded fails CPU matmul with a clear
+// error, which doctor reports.
+TEST_F(CliTest, DoctorReportsABlasThatCannotBeLoaded) {
+  const Outcome r = kiln({"doctor"}, {"KILN_BLAS=/nonexistent/libcblas.so"});
+  EXPECT_EQ(r.status, 1) << r;
+  EXPECT_TRUE(has(r.out, "none: cannot load /nonexistent/libcblas.so")) << r;
+  EXPECT_TRUE(has(r.out,
+                  "[lost] matmul: CPU matmul needs a CBLAS, and /nonexistent/libcblas.so "
+                  "cannot be loaded"))
+      << r;
 }
 
 // OpenBLAS made to run its SSE3 kernels, as it does on a CPU model newer than it knows.

@@ -3,19 +3,15 @@
 // Views go to sgemm as they are whenever BLAS can describe them (one unit inner stride and a
 // leading dimension no smaller than the row), so transposes and row slices cost no copy; any
 // other layout is copied into a contiguous temporary first. The BLAS thread count follows
-// kiln's thread limit and is set through whichever CBLAS is loaded (OpenBLAS, MKL, BLIS),
-// found with dlsym, so another CBLAS can be linked in without code changes.
-#include <cblas.h>
-#include <dlfcn.h>
+// kiln's thread limit. The CBLAS is loaded at run time (blas_library.hpp says why and how).
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "cpu/blas_info.hpp"
+#include "cpu/blas_library.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/parallel.hpp"
 #include "kiln/error.hpp"
@@ -27,74 +23,6 @@ using detail::TensorImpl;
 
 // Below this many multiply-adds a product is done before BLAS threads would have woken up.
 constexpr std::int64_t kThreadedMinWork = std::int64_t{1} << 18;
-
-template <class Fn>
-Fn find_symbol(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
-}
-
-// The thread and version entry points of the loaded BLAS, resolved once.
-struct BlasApi {
-  using SetInt = void (*)(int);
-  using SetDim = void (*)(std::int64_t);  // BLIS's dim_t is 64-bit
-  using GetInt = int (*)();
-  using GetDim = std::int64_t (*)();
-
-  SetInt set_int = nullptr;
-  SetDim set_dim = nullptr;
-  GetInt get_int = nullptr;
-  GetDim get_dim = nullptr;
-  std::string library = "unknown CBLAS";
-  std::string core;
-
-  BlasApi() {
-    if (auto config = find_symbol<char* (*)()>("openblas_get_config")) {
-      set_int = find_symbol<SetInt>("openblas_set_num_threads");
-      get_int = find_symbol<GetInt>("openblas_get_num_threads");
-      const char* text = config();
-      library = text != nullptr ? text : "OpenBLAS";
-      if (library.rfind("OpenBLAS", 0) != 0) library = "OpenBLAS " + library;
-      if (auto corename = find_symbol<char* (*)()>("openblas_get_corename")) {
-        const char* name = corename();
-        core = name != nullptr ? name : "";
-      }
-    } else if (auto mkl_version = find_symbol<void (*)(char*, int)>("mkl_get_version_string")) {
-      set_int = find_symbol<SetInt>("MKL_Set_Num_Threads");
-      get_int = find_symbol<GetInt>("MKL_Get_Max_Threads");
-      char text[256] = {};
-      mkl_version(text, static_cast<int>(sizeof text));
-      library = text;
-    } else if (auto bli_version = find_symbol<const char* (*)()>("bli_info_get_version_str")) {
-      set_dim = find_symbol<SetDim>("bli_thread_set_num_threads");
-      get_dim = find_symbol<GetDim>("bli_thread_get_num_threads");
-      library = std::string("BLIS ") + bli_version();
-    } else {
-      // A BLAS without a version query may still export a thread setter.
-      set_int = find_symbol<SetInt>("openblas_set_num_threads");
-      if (!set_int) set_int = find_symbol<SetInt>("MKL_Set_Num_Threads");
-      if (!set_int) set_dim = find_symbol<SetDim>("bli_thread_set_num_threads");
-    }
-  }
-};
-
-const BlasApi& blas_api() {
-  static const BlasApi api;
-  return api;
-}
-
-// The last count given to the BLAS (0: none yet), so that a run of small products makes one
-// call, not one per product. Concurrent matmuls with different needs may race on the BLAS's
-// global setting; either count is correct for both, only speed differs.
-std::atomic<int> g_blas_threads{0};
-
-void set_blas_threads(int n) {
-  if (g_blas_threads.exchange(n, std::memory_order_relaxed) == n) return;
-  const BlasApi& api = blas_api();
-  if (api.set_int)
-    api.set_int(n);
-  else if (api.set_dim)
-    api.set_dim(n);
-}
 
 // One operand of a batch of products, rows x cols per batch, as sgemm will see it.
 struct Operand {
@@ -156,18 +84,6 @@ const float* batch_data(const Operand& o, std::int64_t b, float* tmp) {
 
 }  // namespace
 
-std::string blas_library() { return blas_api().library; }
-
-std::string blas_core() { return blas_api().core; }
-
-int blas_threads() {
-  const BlasApi& api = blas_api();
-  if (api.get_int) return api.get_int();
-  if (api.get_dim) return static_cast<int>(api.get_dim());
-  const int set = g_blas_threads.load(std::memory_order_relaxed);
-  return set > 0 ? set : 1;
-}
-
 void matmul(const TensorImpl& a, const TensorImpl& b, const TensorImpl& out) {
   for (const TensorImpl* t : {&a, &b, &out}) {
     if (t->dtype != DType::f32) {
@@ -196,13 +112,20 @@ void matmul(const TensorImpl& a, const TensorImpl& b, const TensorImpl& out) {
   if (oa.copy) tmp_a.reset(new float[static_cast<std::size_t>(m * k)]);
   if (ob.copy) tmp_b.reset(new float[static_cast<std::size_t>(k * n)]);
 
+  const BlasLibrary& lib = blas();
+  if (lib.sgemm == nullptr) {
+    throw DeviceError("matmul: CPU matmul needs a CBLAS, and " + lib.name +
+                      " cannot be loaded: " + lib.error +
+                      " (KILN_BLAS names another: a path or a library name such as "
+                      "libopenblas.so.0 or libblis.so.4)");
+  }
   set_blas_threads(m * n * k < kThreadedMinWork ? 1 : thread_count());
   for (std::int64_t i = 0; i < batch; ++i) {
     const float* pa = batch_data(oa, i, tmp_a.get());
     const float* pb = batch_data(ob, i, tmp_b.get());
-    cblas_sgemm(CblasRowMajor, oa.trans, ob.trans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, pa, static_cast<int>(oa.ld), pb, static_cast<int>(ob.ld),
-                0.0f, c + i * m * n, static_cast<int>(n));
+    lib.sgemm(CblasRowMajor, oa.trans, ob.trans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, pa, static_cast<int>(oa.ld), pb, static_cast<int>(ob.ld),
+              0.0f, c + i * m * n, static_cast<int>(n));
   }
 }
 

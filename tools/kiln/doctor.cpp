@@ -102,8 +102,10 @@ struct CpuFacts {
   int threads = 1;                       // kiln's CPU loops (oneTBB)
   unsigned hardware_threads = 1;
   std::string blas;
-  std::string blas_core;  // the BLAS's kernels for this CPU, where it says ("Haswell")
-  int blas_threads = 1;   // as the BLAS reports it after a product large enough to thread
+  std::string blas_core;         // the BLAS's kernels for this CPU, where it says ("Haswell")
+  std::string blas_core_origin;  // who chose them (cpu::blas_core_origin)
+  std::string matmul_error;      // why CPU matmul failed, when it did
+  int blas_threads = 1;          // as the BLAS reports it after a product large enough to thread
 };
 
 CpuFacts cpu_facts() {
@@ -119,10 +121,15 @@ CpuFacts cpu_facts() {
   f.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
   f.blas = cpu::blas_library();
   f.blas_core = cpu::blas_core();
+  f.blas_core_origin = cpu::blas_core_origin();
   // kiln gives the BLAS its thread count per product (src/cpu/matmul.cpp): ask after one large
   // enough to be threaded, so that the count is what CPU matmul really runs on.
   const auto a = Tensor<2>::ones({256, 256}, DType::f32, cpu);
-  (void)matmul(a, a).sum().item();
+  try {
+    (void)matmul(a, a).sum().item();
+  } catch (const kiln::DeviceError& e) {
+    f.matmul_error = e.what();  // no CBLAS could be loaded: a finding below
+  }
   f.blas_threads = cpu::blas_threads();
   return f;
 }
@@ -139,6 +146,10 @@ bool wide_blas_core(const std::string& core) {
 }
 
 void cpu_findings(const CpuFacts& c, const Features& features, std::vector<Finding>& out) {
+  if (!c.matmul_error.empty()) {
+    out.push_back({"blas", c.matmul_error, "CPU matmul does not run",
+                   "install a CBLAS (libopenblas0) or name one in KILN_BLAS", true});
+  }
   const std::string best = c.cpu_targets.empty() ? "" : c.cpu_targets.front();
   if (!c.blas_core.empty() && best.rfind("avx", 0) == 0 && !wide_blas_core(c.blas_core)) {
     const char* fit = best.rfind("avx3", 0) == 0 ? "SkylakeX" : "Haswell";
@@ -153,7 +164,8 @@ void cpu_findings(const CpuFacts& c, const Features& features, std::vector<Findi
                      fit),
          true});
   }
-  if (feature(features, "threads").live && c.threads > 1 && c.blas_threads <= 1) {
+  if (c.matmul_error.empty() && feature(features, "threads").live && c.threads > 1 &&
+      c.blas_threads <= 1) {
     out.push_back({"blas",
                    fmt::format("the BLAS runs single-threaded ({}) while kiln uses {} threads",
                                c.blas, c.threads),
@@ -282,7 +294,8 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
                {"threads",
                 fmt::format("{} of {} hardware threads (oneTBB)", c.threads, c.hardware_threads)},
                {"blas", c.blas},
-               {"blas core", c.blas_core.empty() ? "(not reported)" : c.blas_core},
+               {"blas core", c.blas_core.empty() ? "(not reported)"
+                                                 : c.blas_core + " (" + c.blas_core_origin + ")"},
                {"blas threads", std::to_string(c.blas_threads)}},
               "  ");
 
@@ -354,11 +367,13 @@ void print_json(const std::vector<DeviceInfo>& devs, const Features& features, c
     items.push_back(fmt::format(R"({{"name": {}, "compiled": {}, "live": {}, "why": {}}})",
                                 json_string(f.name), f.compiled, f.live, json_string(f.why)));
   }
-  out += fmt::format(
-      R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
-      R"("hardware_threads": {}, "blas": {}, "blas_core": {}, "blas_threads": {}}}, )",
-      fmt::join(items, ", "), json_string(c.simd_target), json_strings(c.cpu_targets), c.threads,
-      c.hardware_threads, json_string(c.blas), json_string(c.blas_core), c.blas_threads);
+  out +=
+      fmt::format(R"({}], "cpu": {{"simd_target": {}, "cpu_targets": {}, "threads": {}, )"
+                  R"("hardware_threads": {}, "blas": {}, "blas_core": {}, "blas_core_origin": {}, )"
+                  R"("blas_threads": {}}}, )",
+                  fmt::join(items, ", "), json_string(c.simd_target), json_strings(c.cpu_targets),
+                  c.threads, c.hardware_threads, json_string(c.blas), json_string(c.blas_core),
+                  json_string(c.blas_core_origin), c.blas_threads);
   out += fmt::format(
       R"("cuda": {{"built": {}, "runtime": {}, "driver": {}, "nvrtc": {}, "cublas": {}}}, )",
       g.built, json_string(g.runtime), json_string(g.driver), json_string(g.nvrtc),

@@ -33,6 +33,10 @@ struct Chain {
   std::unique_ptr<fusion::Fusion> fused;
 #endif
   explicit Chain(std::unique_ptr<Backend> b) : inner(std::move(b)) {
+    // The environment's switches (KILN_LOG included) are checked at a device's first op in every
+    // build, also one whose compiled-in features never read the configuration; a bad value
+    // throws here, and the chain is made again at the next op.
+    (void)kiln::config();
 #if KILN_WITH_FUSION
     fused = std::make_unique<fusion::Fusion>(*inner);
 #endif

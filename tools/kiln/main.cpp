@@ -128,6 +128,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"NN", "NT", "TN", "TT"}))
       ->needs(matmul_opt)
       ->capture_default_str();
+  tune_cmd
+      ->add_flag("--exhaustive", tune.exhaustive,
+                 "Time every candidate (cuBLASLt's 16 and kiln's own kernels, compiled first) "
+                 "with more samples and no time bound, also for problems the store has")
+      ->needs(matmul_opt);
   CLI::Option* list_opt = tune_cmd->add_flag(
       "--list", tune.list, "Print the store's rows by identity (stale ones marked) and its path");
   CLI::Option* clear_opt = tune_cmd->add_flag("--clear", tune.clear, "Remove the store's rows");

@@ -90,6 +90,28 @@ TEST(TuneKey, AMatmulKeyParsesBackToItsBucketedProblem) {
     EXPECT_FALSE(kiln::tune::parse_matmul_key(other).has_value()) << other;
 }
 
+TEST(TuneKey, NeighbouringKeysAreOnePowerOfTwoAwayNearestFirst) {
+  const std::string here = "matmul f32 high NT b1 m1024 n1024 k1024";
+  const std::vector<std::string> keys{
+      "matmul f32 high NT b1 m2048 n2048 k512",     // 3 steps
+      "matmul f32 high NT b1 m4096 n1024 k1024",    // m two steps away: not a neighbour
+      "matmul f32 highest NT b1 m1024 n1024 k512",  // another precision
+      "matmul f32 high NN b1 m1024 n1024 k512",     // another layout
+      "matmul f32 high NT b2 m1024 n1024 k512",     // another batch
+      here,                                         // itself
+      "conv f32 high NT b1 m1024 n1024 k1024",      // not a matmul key
+      "matmul f32 high NT b1 m1024 n512 k1024",     // 1 step
+      "matmul f32 high NT b1 m512 n512 k1024",      // 2 steps
+      "matmul f32 high NT b1 m1024 n1024 k2048",    // 1 step
+  };
+  EXPECT_EQ(
+      kiln::tune::neighbouring_matmul_keys(here, keys),
+      (std::vector<std::string>{
+          "matmul f32 high NT b1 m1024 n512 k1024", "matmul f32 high NT b1 m1024 n1024 k2048",
+          "matmul f32 high NT b1 m512 n512 k1024", "matmul f32 high NT b1 m2048 n2048 k512"}));
+  EXPECT_TRUE(kiln::tune::neighbouring_matmul_keys("not a key", keys).empty());
+}
+
 // Candidates that write a number as their "output" and take a scripted time.
 struct FakeOp {
   struct Spec {

@@ -289,6 +289,45 @@ bool apply_known(Context& ctx, const LtState& dev, Plan& plan, const Key& key, c
   return true;
 }
 
+// The values the records hold for the (at most three) nearest buckets next to `key`.
+std::vector<std::string> neighbours_choices(tune::Records& records, const std::string& key) {
+  std::vector<std::string> values;
+  for (const std::string& k : tune::neighbouring_matmul_keys(key, records.keys())) {
+    if (values.size() == 3) break;
+    if (auto row = records.load(k)) values.push_back(row->value);
+  }
+  return values;
+}
+
+// Ranks what neighbouring buckets chose right after the default, nearest first: what won next
+// door is likely to win here, and a first call's bound may end the tuning before the heuristic's
+// later candidates. A neighbour's cuBLASLt algorithm that the heuristic did not propose joins
+// when it runs this problem.
+void rank_by_neighbours(const LtState& dev, const Plan& plan, tune::Records* records,
+                        const std::string& key, std::vector<cublasLtMatmulAlgo_t>& algos,
+                        std::vector<std::string>& preferred) {
+  if (!records) return;
+  preferred = neighbours_choices(*records, key);
+  for (const std::string& value : preferred) {
+    const auto algo = algo_from_value(value);
+    if (!algo) continue;
+    const bool proposed = std::any_of(algos.begin(), algos.end(),
+                                      [&](const auto& a) { return algo_value(a) == value; });
+    if (!proposed && algo_applies(dev, plan, *algo)) algos.push_back(*algo);
+  }
+}
+
+void put_preferred_first(std::vector<tune::Candidate>& list,
+                         const std::vector<std::string>& preferred) {
+  auto next = list.begin() + 1;  // the default stays first
+  for (const std::string& value : preferred) {
+    auto it = std::find_if(next, list.end(), [&](const auto& c) { return c.value == value; });
+    if (it == list.end()) continue;
+    std::rotate(next, it, it + 1);
+    ++next;
+  }
+}
+
 // The tuner's choice for the plan's problem among `algos` (the heuristic's, best first) and
 // kiln's own kernels, made into the plan; the output is written by the candidates while they
 // are timed (the caller then runs the choice).
@@ -301,7 +340,11 @@ void choose_tuned(Context& ctx, const LtState& dev, Plan& plan, const Key& key,
   tune::Request r = tune_request(ctx, key, a, b, records);
   r.bench = &bench;
   r.started = started;
-  r.candidates = candidates(ctx, dev, plan, algos, a_in, b_in, a, b, out);
+  std::vector<cublasLtMatmulAlgo_t> all = algos;
+  std::vector<std::string> preferred;
+  rank_by_neighbours(dev, plan, r.records, r.key, all, preferred);
+  r.candidates = candidates(ctx, dev, plan, all, a_in, b_in, a, b, out);
+  put_preferred_first(r.candidates, preferred);
   tune::Tuner& tuner = tune::process_tuner();
   const tune::Choice c = tuner.choose(r);
   plan.algo = algos.front();

@@ -80,6 +80,9 @@ class Records {
   };
   virtual std::optional<Row> load(const std::string& key) = 0;
   virtual void save(const std::string& key, const Row& row, const std::string& shape) = 0;
+  // Every key the records hold, for an op that ranks its candidates by what neighbouring keys
+  // chose; none unless overridden.
+  virtual std::vector<std::string> keys() { return {}; }
 };
 
 struct Policy {

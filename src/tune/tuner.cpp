@@ -201,7 +201,7 @@ class Tuning {
       if (is_reference) {
         reference_ = best_ = static_cast<int>(i);
         budget_ = std::max(p_.bound_floor, p_.bound_factor * t.median);
-        reserve_ = t.median;
+        reserve_ = t.median + p_.after_tuning;
         return;
       }
       if (t.gave_up || !wins(t.median)) return;
@@ -258,7 +258,7 @@ class Tuning {
   int reference_ = -1, best_ = -1;
   double per_candidate_ = 0;  // the reference's warm-up and first sample: what a new one costs
   double budget_ = p_.bound_floor;  // seconds from start_; max(floor, factor x the reference)
-  double reserve_ = 0;              // the op's run of its choice after the tuning
+  double reserve_ = 0;              // for what follows the tuning (Policy::after_tuning)
 };
 
 }  // namespace

@@ -94,6 +94,9 @@ struct Policy {
   // seconds from Request::started; bound_floor 0: no bound.
   double bound_floor = 0.3;
   double bound_factor = 20;
+  // Kept inside the bound, with the reference's median, for what follows the tuning: the
+  // records' write and the op's run of its choice.
+  double after_tuning = 0.01;
   double give_up = 1.5;    // a candidate stops when its fastest sample is this x the best median;
                            // 0: never
   bool check_all = false;  // check every candidate after its warm-up, not only a winner

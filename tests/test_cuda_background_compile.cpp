@@ -40,46 +40,52 @@ float run(cuda::Context& ctx, cudaKernel_t k) {
   return got;
 }
 
-TEST(CudaBackgroundCompile, ACachedKernelWaitsForTheBackgroundCompileOfItsSource) {
-  KILN_REQUIRE_CUDA();
-  cuda::Context& ctx = cuda::context(0);
-  ctx.make_current();
-  float value = 0;
-  const std::string source = fresh_source(value);
-  const cuda::CompileStats before = cuda::compile_stats();
-  cuda::compile_in_background(source, "background.cu", ctx.arch());
-  cuda::compile_in_background(source, "background.cu", ctx.arch());  // queued once
-  cudaKernel_t k = cuda::cached_kernel(source, "background.cu", "k", ctx.arch());
+// A fresh source on cuda:0, and the compile counts before anything was done with it.
+class CudaBackgroundCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kt::cuda_reason().empty()) GTEST_SKIP() << "cuda: " << kt::cuda_reason();
+    ctx_ = &cuda::context(0);
+    ctx_->make_current();
+    source_ = fresh_source(value_);
+    before_ = cuda::compile_stats();
+  }
+  cuda::Context* ctx_ = nullptr;
+  float value_ = 0;
+  std::string source_;
+  cuda::CompileStats before_;
+};
+
+TEST_F(CudaBackgroundCompile, ACachedKernelWaitsForTheBackgroundCompileOfItsSource) {
+  const std::string arch = ctx_->arch();
+  cuda::compile_in_background(source_, "background.cu", arch);
+  cuda::compile_in_background(source_, "background.cu", arch);  // queued once
+  cudaKernel_t k = cuda::cached_kernel(source_, "background.cu", "k", arch);
   ASSERT_NE(k, nullptr);
   const cuda::CompileStats after = cuda::compile_stats();
-  EXPECT_EQ(after.compiles, before.compiles);  // not on this thread
-  EXPECT_EQ(after.background, before.background + 1);
-  EXPECT_EQ(cuda::ready_kernel(source, "k", ctx.arch()), k);
-  EXPECT_EQ(run(ctx, k), value);
+  EXPECT_EQ(after.compiles, before_.compiles);  // not on this thread
+  EXPECT_EQ(after.background, before_.background + 1);
+  EXPECT_EQ(cuda::ready_kernel(source_, "k", arch), k);
+  EXPECT_EQ(run(*ctx_, k), value_);
 }
 
-TEST(CudaBackgroundCompile, AReadyKernelIsFoundOnceItsBackgroundCompileEndsAndNeverCompiled) {
-  KILN_REQUIRE_CUDA();
-  cuda::Context& ctx = cuda::context(0);
-  ctx.make_current();
-  float value = 0;
-  const std::string source = fresh_source(value);
-  const cuda::CompileStats before = cuda::compile_stats();
-  EXPECT_EQ(cuda::ready_kernel(source, "k", ctx.arch()), nullptr);
+TEST_F(CudaBackgroundCompile, AReadyKernelIsFoundOnceItsBackgroundCompileEndsAndNeverCompiled) {
+  const std::string arch = ctx_->arch();
+  EXPECT_EQ(cuda::ready_kernel(source_, "k", arch), nullptr);
   cuda::CompileStats now = cuda::compile_stats();
-  EXPECT_EQ(now.compiles + now.background, before.compiles + before.background);
-  cuda::compile_in_background(source, "background.cu", ctx.arch());
+  EXPECT_EQ(now.compiles + now.background, before_.compiles + before_.background);
+  cuda::compile_in_background(source_, "background.cu", arch);
   cudaKernel_t k = nullptr;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!(k = cuda::ready_kernel(source, "k", ctx.arch())) &&
+  while (!(k = cuda::ready_kernel(source_, "k", arch)) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_NE(k, nullptr) << "the background compile did not end within 60 s";
   now = cuda::compile_stats();
-  EXPECT_EQ(now.compiles, before.compiles);
-  EXPECT_EQ(now.background, before.background + 1);
-  EXPECT_EQ(run(ctx, k), value);
+  EXPECT_EQ(now.compiles, before_.compiles);
+  EXPECT_EQ(now.background, before_.background + 1);
+  EXPECT_EQ(run(*ctx_, k), value_);
 }
 
 }  // namespace

@@ -587,13 +587,8 @@ TEST(Tuner, AProcessKilledMidTuningKeepsWhatItChoseInAConsistentStore) {
   kiln::store::Store store(
       {.dir = dir.path(), .warn = [&](const std::string& m) { warnings.push_back(m); }});
   EXPECT_TRUE(warnings.empty()) << warnings.front();
-  kiln::store::Identity id;
-  id.device = "Worker GPU";
-  id.compute_capability = "9.0";
-  id.driver = "13.0";
-  id.cuda_runtime = "13.0";
-  id.cublas = "13.1.0";
-  id.nvrtc = "13.0";
+  // The worker's identity (tests/helpers/store_worker.cpp).
+  const kiln::store::Identity id{"Worker GPU", "9.0", "13.0", "13.0", "13.1.0", "13.0"};
   const auto rows = store.list(kiln::store::Table::tune, id);
   EXPECT_GE(rows.size(), 2u);
   EXPECT_LT(rows.size(), 50u);  // killed before the end

@@ -106,9 +106,13 @@ std::vector<char> compile(const std::string& source, const std::string& source_n
 }
 
 // kiln's background compiles (compile_in_background): one thread working through a queue. Never
-// destroyed (a cached_kernel may ask it from a static destructor); its thread is stopped at exit
-// by StopAtExit, made with the first job, so after the CUDA runtime and NVRTC were loaded and
-// before anything kiln's threads use is torn down.
+// destroyed (a cached_kernel may ask it from a static destructor). Its thread is stopped at exit
+// by StopAtExit, a static made with the first job: static destructors run in the reverse order
+// of construction, so it runs before those of everything made earlier (NVRTC's and the CUDA
+// runtime's statics made when they were loaded; the store is never destroyed). A static that
+// NVRTC made lazily inside a later compile would go first: ten processes on the H200 that
+// exited with a compile under way all exited cleanly (docs/autotune.md). The thread calls
+// nothing of CUDA's, only NVRTC and the store, whose identity is taken on the caller's thread.
 class Background {
  public:
   using Keep = std::function<void(const std::string& source, const std::vector<char>& cubin)>;

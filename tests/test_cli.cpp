@@ -227,6 +227,9 @@ TEST_F(CliTest, TuneRejectsBadArgumentsWithAMessage) {
       {{"tune", "--matmul", "4x4x4", "--precision", "low"}, 0, "low not in"},
       {{"tune", "--matmul", "4x4x4", "--batch", "0"}, 0, "--batch"},
       {{"tune", "--precision", "high"}, 0, "requires --matmul"},
+      {{"tune", "--exhaustive"}, 0, "requires --matmul"},
+      {{"tune", "--list", "--exhaustive"}, 0, "requires --matmul"},
+      {{"tune", "--matmul", "4x4x4", "--exhaustive=maybe"}, 0, "--exhaustive"},
       {{"bench", "--processes", "0"}, 0, "--processes"},
   };
   for (const Case& c : cases) {
@@ -265,6 +268,10 @@ TEST_F(CliTest, TuneMatmulSaysWhyItCannotTune) {
         << r;
   }
   if (compiled && !cuda_present()) {
+    // --exhaustive is accepted with --matmul: what stops it is the missing device.
+    const Outcome e = kiln({"tune", "--matmul", "64x64x64", "--exhaustive"});
+    EXPECT_EQ(e.status, 2) << e;
+    EXPECT_TRUE(has(e.err, "kiln: tune --matmul on cuda:0: no CUDA device: ")) << e;
     const Outcome r = kiln({"tune", "--matmul", "64x64x64"});
     EXPECT_EQ(r.status, 2) << r;
     EXPECT_TRUE(has(r.err, "kiln: tune --matmul on cuda:0: no CUDA device: ")) << r;
@@ -294,6 +301,12 @@ TEST_F(CliTest, TuneMatmulFillsTheStoreOnTheGpu) {
       kiln({"tune", "--matmul", "256x256x256", "--precision", "high", "--layout", "NT"});
   ASSERT_EQ(third.status, 0) << third;
   EXPECT_TRUE(has(third.out, key + ": already in the store: ")) << third;
+  // --exhaustive tunes a stored key again (once per command: the second problem finds it).
+  const Outcome exhaustive = kiln({"tune", "--matmul", "256x256x256,250x256x256", "--precision",
+                                   "high", "--layout", "NT", "--exhaustive"});
+  ASSERT_EQ(exhaustive.status, 0) << exhaustive;
+  EXPECT_TRUE(has(exhaustive.out, key + ": tuned now (the call took ")) << exhaustive;
+  EXPECT_EQ(occurrences(exhaustive.out, key + ": already in the store: "), 1u) << exhaustive;
 
   const Outcome l = kiln({"tune", "--list", "--table", "tune"});
   ASSERT_EQ(l.status, 0) << l;

@@ -100,22 +100,47 @@ Side side_of(std::int64_t outer, std::int64_t k, std::int64_t s_outer, std::int6
   return s;
 }
 
-// The compiled kernel of a spec, by (arch, spec): a repeated problem neither generates nor
+// The compiled kernels of specs, by (arch, spec): a repeated problem neither generates nor
 // hashes the source.
+struct Kernels {
+  std::mutex mu;
+  std::map<std::pair<std::string, GemmKernelSpec>, cudaKernel_t> map;
+};
+Kernels& kernels() {
+  static auto* k = new Kernels;
+  return *k;
+}
+
+void remember(const Context& ctx, const GemmKernelSpec& spec, cudaKernel_t k) {
+  Kernels& ks = kernels();
+  std::lock_guard lock(ks.mu);
+  ks.map.emplace(std::make_pair(ctx.arch(), spec), k);
+}
+
+// The spec's kernel, compiling it when neither memory nor the store has it.
 cudaKernel_t kernel_for(const Context& ctx, const GemmKernelSpec& spec) {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::pair<std::string, GemmKernelSpec>, cudaKernel_t>;
-  auto key = std::make_pair(ctx.arch(), spec);
   {
-    std::lock_guard lock(mu);
-    auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
+    Kernels& ks = kernels();
+    std::lock_guard lock(ks.mu);
+    auto it = ks.map.find(std::make_pair(ctx.arch(), spec));
+    if (it != ks.map.end()) return it->second;
   }
   const std::string name = gemm_kernel_name(spec);
   cudaKernel_t k = cached_kernel(gemm_source({&spec, 1}), name + ".cu", name, ctx.arch());
-  std::lock_guard lock(mu);
-  cache->emplace(std::move(key), k);
+  remember(ctx, spec, k);
   return k;
+}
+
+// Whether the spec's kernel can be had without compiling (then it is loaded).
+bool known_kernel(const Context& ctx, const GemmKernelSpec& spec) {
+  {
+    Kernels& ks = kernels();
+    std::lock_guard lock(ks.mu);
+    if (ks.map.count(std::make_pair(ctx.arch(), spec))) return true;
+  }
+  cudaKernel_t k = ready_kernel(gemm_source({&spec, 1}), gemm_kernel_name(spec), ctx.arch());
+  if (k) remember(ctx, spec, k);
+  return k != nullptr;
 }
 
 void check_operands(const Context& ctx, const TensorImpl& a, const TensorImpl& c,
@@ -158,46 +183,73 @@ GemmTile default_gemm_tile(GemmVariant v, std::int64_t batch, std::int64_t m, st
   return GemmTile::t64x64;
 }
 
-bool own_gemm(Context& ctx, GemmVariant v, const TensorImpl& a, const TensorImpl& c,
-              const TensorImpl& out, std::optional<GemmTile> tile) {
+namespace {
+
+// How own_gemm runs a problem: the kernel's spec, its grid and its arguments; nothing when the
+// variant cannot run it on this device (see own_gemm), or out is empty.
+struct Launch {
+  GemmKernelSpec spec;
+  Args args;
+  dim3 grid;
+};
+
+std::optional<Launch> plan_launch(const Context& ctx, GemmVariant v, const TensorImpl& a,
+                                  const TensorImpl& c, const TensorImpl& out,
+                                  std::optional<GemmTile> tile) {
   check_operands(ctx, a, c, out);
   // mma.sync on TF32 and cvt.rna.tf32 need sm_80 or later.
-  if (v == GemmVariant::tf32x3 && ctx.cc_major < 8) return false;
+  if (v == GemmVariant::tf32x3 && ctx.cc_major < 8) return std::nullopt;
   const std::int64_t batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2];
-  if (out.numel() == 0) return true;  // nothing to compute (k = 0 is computed: zeros)
+  if (out.numel() == 0) return std::nullopt;
 
   const GemmTile t = tile ? *tile : default_gemm_tile(v, batch, m, n, ctx.sm_count);
   const GemmTileShape shape = gemm_tile_shape(v, t);
   const std::int64_t tiles = ceil_div(m, shape.rows) * ceil_div(n, shape.cols);
-  if (tiles > kMaxGridX) return false;  // one matrix beyond grid.x's 2^31 - 1 tiles
+  if (tiles > kMaxGridX) return std::nullopt;  // one matrix beyond grid.x's 2^31 - 1 tiles
 
   auto batch_stride = [batch](const TensorImpl& x) {
     return batch == 1 || x.shape[0] == 1 ? 0 : x.strides[0];
   };
   const Side sa = side_of(m, k, a.strides[1], a.strides[2], batch_stride(a), a.data());
   const Side sc = side_of(n, k, c.strides[2], c.strides[1], batch_stride(c), c.data());
-  const GemmKernelSpec spec{v, t, sa.load, sc.load};
+  return Launch{
+      GemmKernelSpec{v, t, sa.load, sc.load},
+      Args{static_cast<const float*>(a.data()), static_cast<const float*>(c.data()),
+           static_cast<float*>(out.data()), batch, m, n, k, sa.batch_stride, sa.s_outer, sa.s_k,
+           sc.batch_stride, sc.s_k, sc.s_outer},
+      dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min(batch, kMaxGridY)))};
+}
 
+}  // namespace
+
+bool own_gemm(Context& ctx, GemmVariant v, const TensorImpl& a, const TensorImpl& c,
+              const TensorImpl& out, std::optional<GemmTile> tile) {
+  std::optional<Launch> launch = plan_launch(ctx, v, a, c, out, tile);
+  if (!launch) {  // declined, or nothing to compute (k = 0 is computed: zeros)
+    const bool declined = (v == GemmVariant::tf32x3 && ctx.cc_major < 8) || out.numel() != 0;
+    return !declined;
+  }
   ctx.make_current();
-  cudaKernel_t kernel = kernel_for(ctx, spec);
-  Args g{static_cast<const float*>(a.data()),
-         static_cast<const float*>(c.data()),
-         static_cast<float*>(out.data()),
-         batch,
-         m,
-         n,
-         k,
-         sa.batch_stride,
-         sa.s_outer,
-         sa.s_k,
-         sc.batch_stride,
-         sc.s_k,
-         sc.s_outer};
-  void* args[] = {&g};
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min(batch, kMaxGridY)));
-  KILN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, dim3(kGemmThreads),
-                                   args, 0, ctx.stream));
+  cudaKernel_t kernel = kernel_for(ctx, launch->spec);
+  void* args[] = {&launch->args};
+  KILN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), launch->grid,
+                                   dim3(kGemmThreads), args, 0, ctx.stream));
   return true;
+}
+
+bool own_gemm_ready(Context& ctx, GemmVariant v, const TensorImpl& a, const TensorImpl& c,
+                    const TensorImpl& out, bool wait) {
+  const std::optional<Launch> launch = plan_launch(ctx, v, a, c, out, std::nullopt);
+  if (!launch) return true;  // nothing to compile: own_gemm declines it (or has nothing to do)
+  ctx.make_current();        // (the store's rows name the current device)
+  if (known_kernel(ctx, launch->spec)) return true;
+  if (wait) {
+    kernel_for(ctx, launch->spec);
+    return true;
+  }
+  const std::string name = gemm_kernel_name(launch->spec);
+  compile_in_background(gemm_source({&launch->spec, 1}), name + ".cu", ctx.arch());
+  return false;
 }
 
 }  // namespace kiln::cuda

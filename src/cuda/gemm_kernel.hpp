@@ -26,4 +26,11 @@ GemmTile default_gemm_tile(GemmVariant v, std::int64_t batch, std::int64_t m, st
 bool own_gemm(Context& ctx, GemmVariant v, const TensorImpl& a, const TensorImpl& c,
               const TensorImpl& out, std::optional<GemmTile> tile = std::nullopt);
 
+// Whether own_gemm(ctx, v, a, c, out) would run without compiling (its kernel is in memory or in
+// the store; it is then loaded). With wait, compiles it when it is not (true); without, starts
+// its compile in the background (compile_in_background) and returns false. True when own_gemm
+// has nothing to compile (it declines the problem, or out is empty).
+bool own_gemm_ready(Context& ctx, GemmVariant v, const TensorImpl& a, const TensorImpl& c,
+                    const TensorImpl& out, bool wait);
+
 }  // namespace kiln::cuda

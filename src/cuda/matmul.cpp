@@ -232,16 +232,20 @@ std::vector<tune::Candidate> candidates(Context& ctx, const LtState& dev, const 
                                         const Operand& a, const Operand& b, const TensorImpl& out) {
   std::vector<tune::Candidate> list;
   for (const cublasLtMatmulAlgo_t& algo : algos) {
-    list.push_back({algo_name(algo), algo_value(algo),
-                    [&, algo] { run_algo(dev, plan, algo, a, b, out.data(), ctx.stream); }});
+    list.push_back({algo_name(algo),
+                    algo_value(algo),
+                    [&, algo] { run_algo(dev, plan, algo, a, b, out.data(), ctx.stream); },
+                    {}});
   }
   for (GemmVariant v : kOwnVariants) {
-    list.push_back({fmt::format("kiln gemm {}", gemm_variant_name(v)), own_value(v), [&, v] {
+    list.push_back({fmt::format("kiln gemm {}", gemm_variant_name(v)), own_value(v),
+                    [&, v] {
                       if (!own_gemm(ctx, v, a_in, b_in, out))
                         throw DeviceError(
                             fmt::format("kiln gemm {} does not run this problem on {}",
                                         gemm_variant_name(v), ctx.device.str()));
-                    }});
+                    },
+                    [&, v](bool wait) { return own_gemm_ready(ctx, v, a_in, b_in, out, wait); }});
   }
   return list;
 }
@@ -285,18 +289,62 @@ bool apply_known(Context& ctx, const LtState& dev, Plan& plan, const Key& key, c
   return true;
 }
 
+// The values the records hold for the (at most three) nearest buckets next to `key`.
+std::vector<std::string> neighbours_choices(tune::Records& records, const std::string& key) {
+  std::vector<std::string> values;
+  for (const std::string& k : tune::neighbouring_matmul_keys(key, records.keys())) {
+    if (values.size() == 3) break;
+    if (auto row = records.load(k)) values.push_back(row->value);
+  }
+  return values;
+}
+
+// Ranks what neighbouring buckets chose right after the default, nearest first: what won next
+// door is likely to win here, and a first call's bound may end the tuning before the heuristic's
+// later candidates. A neighbour's cuBLASLt algorithm that the heuristic did not propose joins
+// when it runs this problem.
+void rank_by_neighbours(const LtState& dev, const Plan& plan, tune::Records* records,
+                        const std::string& key, std::vector<cublasLtMatmulAlgo_t>& algos,
+                        std::vector<std::string>& preferred) {
+  if (!records) return;
+  preferred = neighbours_choices(*records, key);
+  for (const std::string& value : preferred) {
+    const auto algo = algo_from_value(value);
+    if (!algo) continue;
+    const bool proposed = std::any_of(algos.begin(), algos.end(),
+                                      [&](const auto& a) { return algo_value(a) == value; });
+    if (!proposed && algo_applies(dev, plan, *algo)) algos.push_back(*algo);
+  }
+}
+
+void put_preferred_first(std::vector<tune::Candidate>& list,
+                         const std::vector<std::string>& preferred) {
+  auto next = list.begin() + 1;  // the default stays first
+  for (const std::string& value : preferred) {
+    auto it = std::find_if(next, list.end(), [&](const auto& c) { return c.value == value; });
+    if (it == list.end()) continue;
+    std::rotate(next, it, it + 1);
+    ++next;
+  }
+}
+
 // The tuner's choice for the plan's problem among `algos` (the heuristic's, best first) and
 // kiln's own kernels, made into the plan; the output is written by the candidates while they
 // are timed (the caller then runs the choice).
 void choose_tuned(Context& ctx, const LtState& dev, Plan& plan, const Key& key,
                   const std::vector<cublasLtMatmulAlgo_t>& algos, const TensorImpl& a_in,
-                  const TensorImpl& b_in, const Operand& a, const Operand& b,
-                  const TensorImpl& out) {
+                  const TensorImpl& b_in, const Operand& a, const Operand& b, const TensorImpl& out,
+                  tune::Clock::time_point started) {
   MatmulBench bench(ctx, a_in, b_in, out, key.precision);
   std::optional<tune::StoreRecords> records;
   tune::Request r = tune_request(ctx, key, a, b, records);
   r.bench = &bench;
-  r.candidates = candidates(ctx, dev, plan, algos, a_in, b_in, a, b, out);
+  r.started = started;
+  std::vector<cublasLtMatmulAlgo_t> all = algos;
+  std::vector<std::string> preferred;
+  rank_by_neighbours(dev, plan, r.records, r.key, all, preferred);
+  r.candidates = candidates(ctx, dev, plan, all, a_in, b_in, a, b, out);
+  put_preferred_first(r.candidates, preferred);
   tune::Tuner& tuner = tune::process_tuner();
   const tune::Choice c = tuner.choose(r);
   plan.algo = algos.front();
@@ -370,6 +418,9 @@ bool prepare(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const
 }  // namespace
 
 void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const TensorImpl& out) {
+#if KILN_WITH_AUTOTUNE
+  const auto started = tune::Clock::now();  // a first call's bound counts its set-up too
+#endif
   Problem p;
   if (!prepare(ctx, a_in, b_in, out, p)) return;
   const LtState& s = lt_state(ctx);  // (may wait for its set-up in the background)
@@ -390,7 +441,8 @@ void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const 
             heuristic(*made, s.handle, p.key, p.a, p.b, p.key.tuned ? kTunedAlgorithms : 1);
         made->algo = algos.front();
 #if KILN_WITH_AUTOTUNE
-        if (p.key.tuned) choose_tuned(ctx, s, *made, p.key, algos, a_in, b_in, p.a, p.b, out);
+        if (p.key.tuned)
+          choose_tuned(ctx, s, *made, p.key, algos, a_in, b_in, p.a, p.b, out, started);
 #endif
       }
       it = c.plans.emplace(p.key, std::move(made)).first;

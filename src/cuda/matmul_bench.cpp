@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "cuda/check.hpp"
@@ -12,13 +13,48 @@
 namespace kiln::cuda {
 namespace {
 
-// x as a contiguous host array of its shape (broadcast batches expanded).
-std::vector<float> host_copy(Context& ctx, const detail::TensorImpl& x) {
-  const detail::Handle c = contiguous(ctx, std::make_shared<detail::TensorImpl>(x));
-  std::vector<float> v(static_cast<std::size_t>(c->numel()));
+// x on the host: the elements its view covers, read through `strides`.
+struct HostView {
+  std::vector<float> data;
+  Dims strides;
+  float at(std::int64_t p, std::int64_t i, std::int64_t j) const {
+    return data[static_cast<std::size_t>(p * strides[0] + i * strides[1] + j * strides[2])];
+  }
+};
+
+// The device memory x's view covers (from its first element to its last), downloaded whole;
+// a contiguous copy instead when that span is much larger than the view.
+HostView host_view(Context& ctx, const detail::TensorImpl& x) {
+  std::int64_t span = 1;
+  bool strided = true;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    if (x.shape[d] == 0) return {{}, x.strides};
+    strided = strided && x.strides[d] >= 0;
+    span += (x.shape[d] - 1) * x.strides[d];
+  }
+  HostView v;
+  detail::Handle copy;
+  const void* from = x.data();
+  if (strided && span <= 4 * x.numel()) {
+    v.strides = x.strides;
+  } else {
+    copy = contiguous(ctx, std::make_shared<detail::TensorImpl>(x));
+    from = copy->data();
+    span = x.numel();
+    v.strides = detail::contiguous_strides(x.shape);
+  }
+  v.data.resize(static_cast<std::size_t>(span));
   KILN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  KILN_CUDA_CHECK(cudaMemcpy(v.data(), c->data(), v.size() * sizeof(float), cudaMemcpyDefault));
+  KILN_CUDA_CHECK(
+      cudaMemcpy(v.data.data(), from, v.data.size() * sizeof(float), cudaMemcpyDefault));
   return v;
+}
+
+std::int64_t span_bytes(const detail::TensorImpl& x) {
+  std::int64_t span = 1;
+  for (std::size_t d = 0; d < x.shape.size(); ++d)
+    span += (x.shape[d] - 1) * std::max<std::int64_t>(x.strides[d], 0);
+  return span * static_cast<std::int64_t>(sizeof(float));
 }
 
 }  // namespace
@@ -58,51 +94,72 @@ std::vector<float> MatmulBench::download_out() const {
   return v;
 }
 
-void MatmulBench::keep_reference() { reference_ = download_out(); }
+void MatmulBench::keep_reference() {
+  KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  const auto t0 = tune::Clock::now();
+  reference_ = download_out();
+  const double s = std::chrono::duration<double>(tune::Clock::now() - t0).count();
+  seconds_per_byte_ =
+      s / static_cast<double>(std::max<std::size_t>(reference_.size(), 1) * sizeof(float));
+}
+
+double MatmulBench::agrees_estimate() const {
+  // The downloads at the download rate the reference's showed, and about as long again twice
+  // over to read them on the host (a rough rule: the loops below touch each element once).
+  double bytes = static_cast<double>(out_.numel()) * sizeof(float);
+  if (row_max_.empty()) bytes += static_cast<double>(span_bytes(a_) + span_bytes(b_));
+  return 3 * seconds_per_byte_ * bytes;
+}
 
 void MatmulBench::compute_bounds() {
-  const std::int64_t batch = out_.shape[0], m = out_.shape[1], n = out_.shape[2];
+  const std::int64_t m = out_.shape[1], n = out_.shape[2];
   const std::int64_t k = a_.shape[2];
-  const std::vector<float> a = host_copy(ctx_, a_), b = host_copy(ctx_, b_);
-  const bool a_broadcast = a_.shape[0] == 1, b_broadcast = b_.shape[0] == 1;
+  const std::int64_t a_batches = a_.shape[0], b_batches = b_.shape[0];
+  const HostView a = host_view(ctx_, a_), b = host_view(ctx_, b_);
   const double kd = static_cast<double>(k);
   const double gamma =
       precision_ == Precision::high ? 2 * (0x1p-10 + kd * 0x1p-24) : 2 * (2 * kd * 0x1p-24);
-  bound_.assign(static_cast<std::size_t>(batch * m * n), 0.0);
-  std::vector<double> row_max(static_cast<std::size_t>(m)), col_sum(static_cast<std::size_t>(n));
-  for (std::int64_t p = 0; p < batch; ++p) {
-    const float* ap = a.data() + (a_broadcast ? 0 : p * m * k);
-    const float* bp = b.data() + (b_broadcast ? 0 : p * k * n);
-    std::fill(row_max.begin(), row_max.end(), 0.0);
-    std::fill(col_sum.begin(), col_sum.end(), 0.0);
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t q = 0; q < k; ++q)
-        row_max[i] = std::max(row_max[i], std::fabs(static_cast<double>(ap[i * k + q])));
+  row_max_.assign(static_cast<std::size_t>(a_batches * m), 0.0);
+  col_sum_.assign(static_cast<std::size_t>(b_batches * n), 0.0);
+  for (std::int64_t p = 0; p < a_batches; ++p) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      double r = 0;
+      for (std::int64_t q = 0; q < k; ++q) r = std::max(r, std::fabs(double{a.at(p, i, q)}));
+      row_max_[static_cast<std::size_t>(p * m + i)] = gamma * r;
+    }
+  }
+  for (std::int64_t p = 0; p < b_batches; ++p) {
+    double* sums = col_sum_.data() + p * n;
     for (std::int64_t q = 0; q < k; ++q)
-      for (std::int64_t j = 0; j < n; ++j)
-        col_sum[j] += std::fabs(static_cast<double>(bp[q * n + j]));
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j)
-        bound_[(p * m + i) * n + j] = gamma * row_max[i] * col_sum[j] + 1e-37;
+      for (std::int64_t j = 0; j < n; ++j) sums[j] += std::fabs(double{b.at(p, q, j)});
   }
 }
 
 bool MatmulBench::agrees(std::string& why) {
-  if (bound_.empty()) compute_bounds();
+  if (row_max_.empty()) compute_bounds();
+  const std::int64_t batch = out_.shape[0], m = out_.shape[1], n = out_.shape[2];
+  const bool a_broadcast = a_.shape[0] == 1, b_broadcast = b_.shape[0] == 1;
   const std::vector<float> got = download_out();
-  for (std::size_t e = 0; e < got.size(); ++e) {
-    const double g = got[e], r = reference_[e];
-    bool ok;
-    if (std::isnan(g) || std::isnan(r))
-      ok = std::isnan(g) && std::isnan(r);
-    else if (std::isinf(g) || std::isinf(r))
-      ok = g == r;
-    else
-      ok = std::fabs(g - r) <= bound_[e];
-    if (!ok) {
-      why = fmt::format("element {} is {}, the reference candidate gives {} (bound {:.3g})", e, g,
-                        r, bound_[e]);
-      return false;
+  for (std::int64_t p = 0; p < batch; ++p) {
+    const double* rows = row_max_.data() + (a_broadcast ? 0 : p * m);
+    const double* cols = col_sum_.data() + (b_broadcast ? 0 : p * n);
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::size_t e = static_cast<std::size_t>((p * m + i) * n + j);
+        const double g = got[e], r = reference_[e], bound = rows[i] * cols[j] + 1e-37;
+        bool ok;
+        if (std::isnan(g) || std::isnan(r))
+          ok = std::isnan(g) && std::isnan(r);
+        else if (std::isinf(g) || std::isinf(r))
+          ok = g == r;
+        else
+          ok = std::fabs(g - r) <= bound;
+        if (!ok) {
+          why = fmt::format("element {} is {}, the reference candidate gives {} (bound {:.3g})", e,
+                            g, r, bound);
+          return false;
+        }
+      }
     }
   }
   return true;

@@ -5,11 +5,12 @@
 // bracketed by CUDA events on the device's stream.
 // Checking: every element of a candidate's output against the first valid candidate's, within
 // twice the sum of both products' error bounds. The bound of element (i, j) uses
-// max_k |a_ik| * sum_k |b_kj| >= sum_k |a_ik b_kj| (computed on the host once per tuning), times
+// max_k |a_ik| * sum_k |b_kj| >= sum_k |a_ik b_kj| (computed on the host at the first check), times
 //   Precision::highest: 2k * 2^-24   (each fp32 dot product is within k * 2^-24 of exact);
 //   Precision::high:    2 * (2^-10 + k * 2^-24)   (TF32 rounds each operand to 10 bits).
 // Both doubled, so a correct candidate never fails it, while a wrong tile or index misses it by
-// orders of magnitude.
+// orders of magnitude. The operands are downloaded as the device memory their views cover and
+// read through their strides on the host (no copy kernel, which might have to be compiled).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,6 +37,7 @@ class MatmulBench final : public tune::Bench {
   double time(const tune::Candidate& c) override;
   void keep_reference() override;
   bool agrees(std::string& why) override;
+  double agrees_estimate() const override;
 
  private:
   std::vector<float> download_out() const;
@@ -47,7 +49,10 @@ class MatmulBench final : public tune::Bench {
   std::shared_ptr<detail::Buffer> flush_;  // twice the L2 size
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<float> reference_;
-  std::vector<double> bound_;  // per output element, made at the first agrees()
+  double seconds_per_byte_ = 0;  // of the reference's download, host clock
+  // Made at the first agrees(): gamma * max_k |a_ik| per (batch of a, row) and sum_k |b_kj| per
+  // (batch of b, column); element (p, i, j)'s bound is their product.
+  std::vector<double> row_max_, col_sum_;
 };
 
 }  // namespace kiln::cuda

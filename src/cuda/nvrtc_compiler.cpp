@@ -4,9 +4,19 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
 #include <tuple>
+#include <utility>
 
 #include "core/runtime_config.hpp"
 #include "cuda/check.hpp"
@@ -34,10 +44,12 @@ struct Entry {
   std::map<std::string, cudaKernel_t> kernels;
 };
 
+// (source hash, arch, options)
+using Key = std::tuple<std::uint64_t, std::string, std::string>;
+
 struct Cache {
   std::mutex mu;
-  // (source hash, arch, options) -> entries with that hash (almost always one).
-  std::map<std::tuple<std::uint64_t, std::string, std::string>, std::vector<Entry>> entries;
+  std::map<Key, std::vector<Entry>> entries;  // entries with that hash (almost always one)
   CompileStats stats;
 };
 
@@ -62,58 +74,8 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-#if KILN_WITH_PERSISTENCE
-// Kernel rows carry the identity of the device they were compiled for (the current one, whose
-// architecture `arch` is; every caller compiles for its context's device), as tune rows do.
-store::Identity kernel_identity(const std::string& arch) {
-  int current = 0;
-  KILN_CUDA_CHECK(cudaGetDevice(&current));
-  const Context& ctx = context(current);
-  if (ctx.arch() == arch) return store_identity(ctx);
-  store::Identity id;  // (not reached by kiln's callers) the architecture and software alone
-  id.compute_capability = arch;
-  id.driver = driver_version();
-  id.cuda_runtime = runtime_version();
-  id.nvrtc = nvrtc_version();
-  return id;
-}
-#endif
-
-// The cubin of `source` for `arch`: from the store when it has it, else compiled (and stored).
-std::vector<char> cubin_for(const std::string& source, const std::string& source_name,
-                            const std::string& arch, const std::string& options) {
-#if KILN_WITH_PERSISTENCE
-  store::Store* s = detail::persistence_live() ? store::process_store() : nullptr;
-  const store::KernelKey key{source, arch, options};
-  if (s) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (auto cubin = s->get_kernel(kernel_identity(arch), key)) {
-      auto& c = cache();
-      std::lock_guard lock(c.mu);
-      c.stats.loaded += 1;
-      c.stats.load_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      return std::move(*cubin);
-    }
-  }
-  std::vector<char> cubin = compile_cubin(source, source_name, arch);
-  if (s) s->put_kernel(kernel_identity(arch), key, cubin, source_name);
-  return cubin;
-#else
-  (void)options;
-  return compile_cubin(source, source_name, arch);
-#endif
-}
-
-}  // namespace
-
-std::vector<std::string> compile_options(const std::string& arch) {
-  return {"--gpu-architecture=" + arch, "--std=c++17", "--fmad=false",
-          "--extra-device-vectorization"};
-}
-
-std::vector<char> compile_cubin(const std::string& source, const std::string& source_name,
-                                const std::string& arch) {
+std::vector<char> compile(const std::string& source, const std::string& source_name,
+                          const std::string& arch, bool background) {
   auto t0 = std::chrono::steady_clock::now();
   Program prog;
   KILN_CUDA_CHECK(
@@ -136,25 +98,201 @@ std::vector<char> compile_cubin(const std::string& source, const std::string& so
   KILN_CUDA_CHECK(nvrtcGetCUBIN(prog.p, cubin.data()));
   auto& c = cache();
   std::lock_guard lock(c.mu);
-  c.stats.compiles += 1;
-  c.stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  (background ? c.stats.background : c.stats.compiles) += 1;
+  (background ? c.stats.background_seconds : c.stats.seconds) += seconds;
   return cubin;
 }
 
-cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
-                           const std::string& kernel_name, const std::string& arch) {
-  auto& c = cache();
-  const std::string options = joined(compile_options(arch));
-  auto key = std::make_tuple(source_hash(source), arch, options);
-  {
-    std::lock_guard lock(c.mu);
-    for (auto& e : c.entries[key]) {
-      if (e.source == source) return kernel_of(e, kernel_name);
+// kiln's background compiles (compile_in_background): one thread working through a queue. Never
+// destroyed (a cached_kernel may ask it from a static destructor). Its thread is stopped at exit
+// by StopAtExit, a static made with the first job: static destructors run in the reverse order
+// of construction, so it runs before those of everything made earlier (NVRTC's and the CUDA
+// runtime's statics made when they were loaded; the store is never destroyed). A static that
+// NVRTC made lazily inside a later compile would go first: ten processes on the H200 that
+// exited with a compile under way all exited cleanly (docs/autotune.md). The thread calls
+// nothing of CUDA's, only NVRTC and the store, whose identity is taken on the caller's thread.
+class Background {
+ public:
+  using Keep = std::function<void(const std::string& source, const std::vector<char>& cubin)>;
+
+  static Background& get() {
+    static auto* b = new Background;
+    return *b;
+  }
+
+  // The cubin key's job made of `source`: nothing when there is none, when it failed or was
+  // abandoned, or (without wait) when it has not ended yet.
+  std::optional<std::vector<char>> cubin(const Key& key, const std::string& source, bool wait) {
+    std::shared_future<std::vector<char>> result;
+    {
+      std::lock_guard lock(mu_);
+      auto it = jobs_.find(key);
+      if (it == jobs_.end() || it->second.source != source) return std::nullopt;
+      result = it->second.result;
+    }
+    if (!wait && result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      return std::nullopt;
+    try {
+      return result.get();
+    } catch (...) {
+      return std::nullopt;  // (the caller compiles it and reports what fails)
     }
   }
-  // Compile outside the lock: other threads keep launching cached kernels meanwhile. Two
-  // threads that miss the same source both compile it; the second result is dropped.
-  std::vector<char> cubin = cubin_for(source, source_name, arch, options);
+
+  // Queues a compile unless key has a job already; false when none could be queued.
+  bool add(const Key& key, const std::string& source, const std::string& source_name,
+           const std::string& arch, Keep keep) {
+    static StopAtExit stop_at_exit;
+    std::lock_guard lock(mu_);
+    if (stopped_) return false;
+    if (jobs_.count(key)) return true;
+    if (!thread_.joinable()) {
+      try {
+        thread_ = std::thread([this] { work(); });
+      } catch (const std::system_error&) {
+        return false;
+      }
+    }
+    auto job = std::make_unique<Job>(Job{source, source_name, arch, {}, std::move(keep)});
+    jobs_.emplace(key, Done{source, job->promise.get_future().share()});
+    queue_.push_back(std::move(job));
+    cv_.notify_one();
+    return true;
+  }
+
+ private:
+  struct Job {
+    std::string source, source_name, arch;
+    std::promise<std::vector<char>> promise;
+    Keep keep;
+  };
+  struct Done {
+    std::string source;
+    std::shared_future<std::vector<char>> result;
+  };
+  struct StopAtExit {
+    ~StopAtExit() { get().stop(); }
+  };
+
+  void work() {
+    for (;;) {
+      std::unique_ptr<Job> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stopped_ || !queue_.empty(); });
+        if (stopped_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      try {
+        std::vector<char> cubin = compile(job->source, job->source_name, job->arch, true);
+        if (job->keep) job->keep(job->source, cubin);
+        job->promise.set_value(std::move(cubin));
+      } catch (...) {
+        job->promise.set_exception(std::current_exception());
+      }
+    }
+  }
+
+  // Drops the queue and waits for the compile under way.
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopped_ = true;
+      for (auto& job : queue_) {
+        job->promise.set_exception(
+            std::make_exception_ptr(std::runtime_error("abandoned at exit")));
+      }
+      queue_.clear();
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Job>> queue_;
+  std::map<Key, Done> jobs_;
+  std::thread thread_;
+  bool stopped_ = false;
+};
+
+#if KILN_WITH_PERSISTENCE
+// Kernel rows carry the identity of the device they were compiled for (the current one, whose
+// architecture `arch` is; every caller compiles for its context's device), as tune rows do.
+store::Identity kernel_identity(const std::string& arch) {
+  int current = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&current));
+  const Context& ctx = context(current);
+  if (ctx.arch() == arch) return store_identity(ctx);
+  store::Identity id;  // (not reached by kiln's callers) the architecture and software alone
+  id.compute_capability = arch;
+  id.driver = driver_version();
+  id.cuda_runtime = runtime_version();
+  id.nvrtc = nvrtc_version();
+  return id;
+}
+#endif
+
+#if KILN_WITH_PERSISTENCE
+store::Store* live_store() { return detail::persistence_live() ? store::process_store() : nullptr; }
+#endif
+
+// The store's cubin of `source` for `arch`, or nothing.
+std::optional<std::vector<char>> stored_cubin([[maybe_unused]] const std::string& source,
+                                              [[maybe_unused]] const std::string& arch,
+                                              [[maybe_unused]] const std::string& options) {
+#if KILN_WITH_PERSISTENCE
+  if (store::Store* s = live_store()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (auto cubin = s->get_kernel(kernel_identity(arch), {source, arch, options})) {
+      auto& c = cache();
+      std::lock_guard lock(c.mu);
+      c.stats.loaded += 1;
+      c.stats.load_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return cubin;
+    }
+  }
+#endif
+  return std::nullopt;
+}
+
+// The cubin of `source` for `arch`: a background compile's (waited for), the store's, or
+// compiled now (and stored).
+std::vector<char> cubin_for(const Key& key, const std::string& source,
+                            const std::string& source_name, const std::string& arch,
+                            const std::string& options) {
+  if (auto cubin = Background::get().cubin(key, source, true)) return std::move(*cubin);
+  if (auto cubin = stored_cubin(source, arch, options)) return std::move(*cubin);
+  std::vector<char> cubin = compile_cubin(source, source_name, arch);
+#if KILN_WITH_PERSISTENCE
+  if (store::Store* s = live_store())
+    s->put_kernel(kernel_identity(arch), {source, arch, options}, cubin, source_name);
+#else
+  (void)options;
+#endif
+  return cubin;
+}
+
+// The kernel from memory, or nullptr.
+cudaKernel_t in_memory(const Key& key, const std::string& source, const std::string& kernel_name) {
+  auto& c = cache();
+  std::lock_guard lock(c.mu);
+  auto it = c.entries.find(key);
+  if (it == c.entries.end()) return nullptr;
+  for (auto& e : it->second) {
+    if (e.source == source) return kernel_of(e, kernel_name);
+  }
+  return nullptr;
+}
+
+// Loads `cubin` into memory as `source`'s (unless another thread got there first).
+cudaKernel_t loaded(const Key& key, const std::string& source, const std::string& kernel_name,
+                    const std::vector<char>& cubin) {
+  auto& c = cache();
   std::lock_guard lock(c.mu);
   auto& same_hash = c.entries[key];
   for (auto& e : same_hash) {
@@ -166,6 +304,69 @@ cudaKernel_t cached_kernel(const std::string& source, const std::string& source_
       cudaLibraryLoadData(&e.library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   same_hash.push_back(std::move(e));
   return kernel_of(same_hash.back(), kernel_name);
+}
+
+Key key_of(const std::string& source, const std::string& arch) {
+  return {source_hash(source), arch, joined(compile_options(arch))};
+}
+
+}  // namespace
+
+std::vector<std::string> compile_options(const std::string& arch) {
+  return {"--gpu-architecture=" + arch, "--std=c++17", "--fmad=false",
+          "--extra-device-vectorization"};
+}
+
+std::vector<char> compile_cubin(const std::string& source, const std::string& source_name,
+                                const std::string& arch) {
+  return compile(source, source_name, arch, false);
+}
+
+cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
+                           const std::string& kernel_name, const std::string& arch) {
+  const Key key = key_of(source, arch);
+  if (cudaKernel_t k = in_memory(key, source, kernel_name)) return k;
+  // Compile outside the lock: other threads keep launching cached kernels meanwhile. Two
+  // threads that miss the same source both compile it; the second result is dropped.
+  return loaded(key, source, kernel_name,
+                cubin_for(key, source, source_name, arch, std::get<2>(key)));
+}
+
+cudaKernel_t ready_kernel(const std::string& source, const std::string& kernel_name,
+                          const std::string& arch) {
+  const Key key = key_of(source, arch);
+  if (cudaKernel_t k = in_memory(key, source, kernel_name)) return k;
+  auto cubin = Background::get().cubin(key, source, false);
+  if (!cubin) cubin = stored_cubin(source, arch, std::get<2>(key));
+  return cubin ? loaded(key, source, kernel_name, *cubin) : nullptr;
+}
+
+void compile_in_background(const std::string& source, const std::string& source_name,
+                           const std::string& arch) {
+  const Key key = key_of(source, arch);
+  {
+    auto& c = cache();
+    std::lock_guard lock(c.mu);
+    if (auto it = c.entries.find(key); it != c.entries.end()) {
+      for (const Entry& e : it->second)
+        if (e.source == source) return;
+    }
+  }
+  Background::Keep keep;
+#if KILN_WITH_PERSISTENCE
+  try {
+    if (store::Store* s = live_store()) {
+      // The identity on this thread: it names the current device.
+      keep = [s, id = kernel_identity(arch), name = source_name, arch, options = std::get<2>(key)](
+                 const std::string& src, const std::vector<char>& cubin) {
+        s->put_kernel(id, {src, arch, options}, cubin, name);
+      };
+    }
+  } catch (const std::exception&) {
+    return;  // (left to cached_kernel, which reports what fails)
+  }
+#endif
+  Background::get().add(key, source, source_name, arch, std::move(keep));
 }
 
 CompileStats compile_stats() {

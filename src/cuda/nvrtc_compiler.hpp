@@ -25,13 +25,30 @@ std::vector<char> compile_cubin(const std::string& source, const std::string& so
 cudaKernel_t cached_kernel(const std::string& source, const std::string& source_name,
                            const std::string& kernel_name, const std::string& arch);
 
+// The kernel `kernel_name` of `source` for `arch` if it can be had without compiling: in memory,
+// compiled by compile_in_background, or in the store (then loaded); nullptr otherwise.
+cudaKernel_t ready_kernel(const std::string& source, const std::string& kernel_name,
+                          const std::string& arch);
+
+// Queues `source`'s compile for `arch` on kiln's one background compile thread (nothing when it is
+// in memory, in the store or queued already); its cubin is written to the store and kept for
+// cached_kernel and ready_kernel, and cached_kernel waits for a compile under way rather than
+// start its own. One compile at a time. At exit the queue is dropped and a compile under way is
+// waited for (NVRTC cannot be interrupted, and its library must not be torn down under it).
+// Never throws: a compile that fails, or no thread to be had, leaves the source to the next
+// cached_kernel, which compiles it and reports what fails.
+void compile_in_background(const std::string& source, const std::string& source_name,
+                           const std::string& arch);
+
 // Compilations done in this process and the seconds they took (for the bench's first-call
 // report and the tests that count compilations), and the cubins read from the store instead.
 struct CompileStats {
-  std::int64_t compiles = 0;
+  std::int64_t compiles = 0;  // on the caller's thread (a call waited for them)
   double seconds = 0;
   std::int64_t loaded = 0;
   double load_seconds = 0;
+  std::int64_t background = 0;  // by compile_in_background (no call waited for them)
+  double background_seconds = 0;
 };
 CompileStats compile_stats();
 

@@ -1,6 +1,9 @@
 // The tuner's records in the persistent store (src/store/): one device identity's tune rows.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "store/store.hpp"
 #include "tune/tuner.hpp"
 
@@ -18,6 +21,11 @@ class StoreRecords final : public Records {
   }
   void save(const std::string& key, const Row& row, const std::string& shape) override {
     store_.put_tune(identity_, key, {row.value, row.name, shape, row.seconds});
+  }
+  std::vector<std::string> keys() override {
+    std::vector<std::string> out;
+    for (const store::Entry& e : store_.list(store::Table::tune, identity_)) out.push_back(e.key);
+    return out;
   }
 
  private:

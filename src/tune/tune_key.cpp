@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "kiln/error.hpp"
 
@@ -39,6 +41,32 @@ std::optional<MatmulProblem> parse_matmul_key(std::string_view key) {
 std::string matmul_shape(const MatmulProblem& p) {
   return fmt::format("{} [{}, {}, {}] x [{}, {}, {}] {}{} {}", p.dtype, p.batch, p.m, p.k, p.batch,
                      p.k, p.n, p.op_a, p.op_b, p.precision);
+}
+
+std::vector<std::string> neighbouring_matmul_keys(const std::string& key,
+                                                  const std::vector<std::string>& keys) {
+  const auto here = parse_matmul_key(key);
+  if (!here) return {};
+  auto steps = [](std::int64_t x, std::int64_t y) {  // powers of two between two buckets
+    int d = 0;
+    for (; x < y && d < 64; x *= 2) ++d;
+    for (; y < x && d < 64; y *= 2) ++d;
+    return d;
+  };
+  std::vector<std::pair<int, std::string>> near;
+  for (const std::string& k : keys) {
+    const auto p = parse_matmul_key(k);
+    if (!p || k == key || p->dtype != here->dtype || p->precision != here->precision ||
+        p->op_a != here->op_a || p->op_b != here->op_b || p->batch != here->batch)
+      continue;
+    const int dm = steps(p->m, here->m), dn = steps(p->n, here->n), dk = steps(p->k, here->k);
+    if (dm <= 1 && dn <= 1 && dk <= 1) near.emplace_back(dm + dn + dk, k);
+  }
+  std::stable_sort(near.begin(), near.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (auto& [distance, k] : near) out.push_back(std::move(k));
+  return out;
 }
 
 }  // namespace kiln::tune

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::tune {
 
@@ -30,5 +31,10 @@ std::string matmul_key(const MatmulProblem& p);
 std::optional<MatmulProblem> parse_matmul_key(std::string_view key);
 // The exact problem for listings: "f32 [1, 1000, 1030] x [1, 1030, 1024] NT highest".
 std::string matmul_shape(const MatmulProblem& p);
+// The matmul keys among `keys` next to `key`: the same dtype, precision, layout and batch, and
+// m, n and k each at most one power of two away (key itself excluded); nearest first (the
+// fewest powers of two apart in all), ties in the order given.
+std::vector<std::string> neighbouring_matmul_keys(const std::string& key,
+                                                  const std::vector<std::string>& keys);
 
 }  // namespace kiln::tune

@@ -28,6 +28,11 @@
 //       fills the disk, and runs the kiln command KILN with ARGS and KILN_CACHE_DIR=DIR (its
 //       output is this one's). Prints "kiln exit: <status>", then, the disk freed,
 //       "rows after: <n>". Exit 0; 5 when no tmpfs could be mounted; 1 when a step failed.
+//   kiln_store_worker tune DIR KEYS
+//       (Built with autotune.) Tunes the keys "tune-<i>", i < KEYS, one after the other with the
+//       exhaustive policy into the store at DIR, with four candidates whose runs sleep 2 ms
+//       (candidate 2 reports itself fastest: its value is "v<i>-2"), printing "tuned tune-<i>"
+//       after each; a test kills it in the middle of one. Exit 0.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
@@ -49,6 +54,13 @@
 #include "store/location.hpp"
 #include "store/sqlite.hpp"
 #include "store/store.hpp"
+#if KILN_WITH_AUTOTUNE
+#include <chrono>
+#include <thread>
+
+#include "tune/store_records.hpp"
+#include "tune/tuner.hpp"
+#endif
 
 extern char** environ;
 
@@ -290,6 +302,42 @@ int features() {
   }
 }
 
+#if KILN_WITH_AUTOTUNE
+// Candidates whose runs sleep; candidate 2 reports itself fastest.
+class SleepingBench final : public kiln::tune::Bench {
+ public:
+  double time(const kiln::tune::Candidate& c) override {
+    c.run();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return c.value.back() == '2' ? 1e-3 : 2e-3;
+  }
+  void keep_reference() override {}
+  bool agrees(std::string&) override { return true; }
+};
+
+int tune(const std::string& dir, int keys) {
+  kiln::store::Store store(
+      {.dir = dir, .warn = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }});
+  kiln::tune::StoreRecords records(store, worker_identity());
+  kiln::tune::Tuner tuner(kiln::tune::Policy::exhaustive());
+  SleepingBench bench;
+  for (int i = 0; i < keys; ++i) {
+    kiln::tune::Request r;
+    r.lane = "worker:0";
+    r.key = fmt::format("tune-{}", i);
+    r.shape = "a shape";
+    for (int j = 0; j < 4; ++j)
+      r.candidates.push_back({fmt::format("c{}", j), fmt::format("v{}-{}", i, j), [] {}, {}});
+    r.bench = &bench;
+    r.records = &records;
+    tuner.choose(r);
+    std::printf("tuned %s\n", r.key.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -302,9 +350,12 @@ int main(int argc, char** argv) try {
   if (args.size() == 3 && args[0] == "read-only") return read_only(args[1], args[2]);
   if (args.size() >= 4 && args[0] == "full-disk")
     return full_disk(args[1], args[2] == "1", {args.begin() + 3, args.end()});
+#if KILN_WITH_AUTOTUNE
+  if (args.size() == 3 && args[0] == "tune") return tune(args[1], std::atoi(args[2].c_str()));
+#endif
   std::fprintf(stderr,
                "usage: kiln_store_worker write DIR ID OWN SHARED | full-tmpfs DIR | features | "
-               "read-only DIR nobody|ro-mount | full-disk DIR 0|1 KILN ARGS...\n");
+               "read-only DIR nobody|ro-mount | full-disk DIR 0|1 KILN ARGS... | tune DIR KEYS\n");
   return 64;
 } catch (const std::exception& e) {  // a raw SQLite call of a mode failed
   std::fprintf(stderr, "kiln_store_worker: %s\n", e.what());

@@ -1,19 +1,28 @@
 #include "bench.hpp"
 
 #include <fmt/format.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
+#include "bench_processes.hpp"
 #include "json.hpp"
 #include "kiln/kiln.hpp"
+
+extern char** environ;
 
 namespace kiln::cli {
 namespace {
@@ -136,8 +145,7 @@ void check_chain8(const std::string& device, const std::vector<float>& x, const 
 // correct float32 GEMM meets it, while a wrong index or a missing block misses it by far.
 // Under Precision::high (TF32) operands keep 10 mantissa bits, so the bound is 2^-10 relative.
 void check_matmul(const std::string& device, const std::vector<float>& a,
-                  const std::vector<float>& b, const Tensor<2>& c, bool tf32) {
-  constexpr std::int64_t n = kMatmulSide;
+                  const std::vector<float>& b, const Tensor<2>& c, bool tf32, std::int64_t n) {
   check_shape("matmul", device, c, n, n);
   const std::vector<float> got = c.to_vector<float>();
   for (std::size_t flat : sample_indices(got.size(), 200)) {
@@ -170,10 +178,14 @@ WorkloadResult run_chain8(const Device& device, int runs) {
   return {"chain8", "", kChainSide, kChainSide, t};
 }
 
-WorkloadResult run_matmul(const Device& device, int runs, Precision precision) {
-  const Shape<2> shape{kMatmulSide, kMatmulSide};
-  const auto a = Tensor<2>::random(shape, Distribution::uniform(0, 1), device, 2);
-  const auto b = Tensor<2>::random(shape, Distribution::uniform(0, 1), device, 3);
+// `name`: "matmul", or "new-shape matmul" (operands made on the CPU: a process whose store is
+// empty would otherwise compile the random kernel first).
+WorkloadResult run_matmul(const Device& device, int runs, Precision precision,
+                          const std::string& name = "matmul", std::int64_t side = kMatmulSide) {
+  const Shape<2> shape{side, side};
+  const Device made_on = name == "matmul" ? device : Device::cpu();
+  const auto a = Tensor<2>::random(shape, Distribution::uniform(0, 1), made_on, 2).to(device);
+  const auto b = Tensor<2>::random(shape, Distribution::uniform(0, 1), made_on, 3).to(device);
   const std::vector<float> a_host = a.to_vector<float>(), b_host = b.to_vector<float>();
   const std::string where = device.str();
   const bool tf32 = precision == Precision::high;
@@ -181,9 +193,49 @@ WorkloadResult run_matmul(const Device& device, int runs, Precision precision) {
   set_float32_matmul_precision(precision);
   const Timing t = measure(
       device, runs, [&] { return matmul(a, b); },
-      [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c, tf32); });
+      [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c, tf32, side); });
   set_float32_matmul_precision(saved);
-  return {"matmul", tf32 ? "high" : "highest", kMatmulSide, kMatmulSide, t};
+  return {name, tf32 ? "high" : "highest", side, side, t};
+}
+
+constexpr const char* kNewShape = "new-shape matmul";
+
+// The "first call of a new shape" rows of every CUDA device that `options` selects, measured
+// by a child `kiln bench --one-process --new-shape` whose store is a fresh temporary directory
+// (removed afterwards), by device name.
+std::map<std::string, std::vector<WorkloadResult>> new_shape_rows(const BenchOptions& options) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / "kiln-bench-new-shape-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr)
+    throw std::runtime_error("bench: cannot make a temporary directory for the new-shape rows");
+  std::vector<std::string> env{"KILN_CACHE_DIR=" + dir};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind("KILN_CACHE_DIR=", 0) != 0) env.emplace_back(*e);
+  }
+  BenchOptions child = options;
+  child.device = "cuda";
+  child.json = false;
+  child.new_shape = true;
+  const BenchChild r = run_bench_child(child, ChildStdout::discard, &env);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (const int code = child_failure(r, "the new-shape process"); code != 0) {
+    throw std::runtime_error(
+        fmt::format("bench: the process measuring the new-shape rows failed ({})", code));
+  }
+  std::map<std::string, std::vector<WorkloadResult>> rows;
+  for (const WorkloadReport& w : r.report) {
+    const bool tf32 = w.workload.size() > 5 && w.workload.substr(w.workload.size() - 5) == " tf32";
+    Timing t;
+    t.first_s = w.first_s;
+    t.first_compile = {w.compiled, w.compile_seconds, w.loaded, w.load_seconds};
+    t.min_s = w.min_s;
+    t.median_s = w.median_s;
+    t.runs = w.runs;
+    rows[w.device].push_back(
+        {kNewShape, tf32 ? "high" : "highest", options.new_shape_side, options.new_shape_side, t});
+  }
+  return rows;
 }
 
 // "chain8 2048x2048 f32", "matmul 1024x1024 f32 tf32": a workload as lines and reports name it.
@@ -199,6 +251,11 @@ std::string text_line(const WorkloadResult& w) {
   std::string line =
       fmt::format("{}: first {}, next {} min {} median {}", label(w), format_duration(t.first_s),
                   t.runs, format_duration(t.min_s), format_duration(t.median_s));
+  if (w.name == kNewShape) {
+    // The bound a first call of a new shape keeps (tune::Policy::first_call()).
+    line += fmt::format(" (empty store; bound max(300 ms, 20 x min) = {})",
+                        format_duration(std::max(0.3, 20 * t.min_s)));
+  }
   if (t.first_compile.kernels > 0) {
     line += fmt::format(" (first call compiled {} kernels in {})", t.first_compile.kernels,
                         format_duration(t.first_compile.seconds));
@@ -294,6 +351,7 @@ std::string format_duration(double seconds) {
 
 void run_bench(const BenchOptions& options) {
   std::vector<DeviceResult> results;
+  std::optional<std::map<std::string, std::vector<WorkloadResult>>> new_shapes;
   for (const Device& device : select_devices(options.device)) {
     DeviceResult r{device.str(), device.backend_name(), {}};
     if (!options.json) {
@@ -307,11 +365,23 @@ void run_bench(const BenchOptions& options) {
         std::fflush(stdout);
       }
     };
+    const bool cuda = device.kind() == Device::Kind::cuda;
+    if (options.new_shape) {
+      if (cuda) {
+        for (const Precision p : {Precision::highest, Precision::high})
+          report(run_matmul(device, options.runs, p, kNewShape, options.new_shape_side));
+      }
+      results.push_back(std::move(r));
+      continue;
+    }
     report(run_chain8(device, options.runs));
     report(run_matmul(device, options.runs, Precision::highest));
     // The CPU computes strict fp32 under either precision; CUDA has TF32 tensor cores.
-    if (device.kind() == Device::Kind::cuda)
+    if (cuda) {
       report(run_matmul(device, options.runs, Precision::high));
+      if (!new_shapes) new_shapes = new_shape_rows(options);  // (every CUDA device at once)
+      for (WorkloadResult& w : (*new_shapes)[r.device]) report(std::move(w));
+    }
     results.push_back(std::move(r));
   }
   if (options.json) fmt::print("{}\n", json_report(results));

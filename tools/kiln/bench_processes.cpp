@@ -213,6 +213,9 @@ BenchChild run_bench_child(const BenchOptions& options, ChildStdout out,
                                 "--runs",
                                 std::to_string(options.runs)};
   if (options.json) args.emplace_back("--json");
+  if (options.new_shape) args.emplace_back("--new-shape");
+  if (options.new_shape_side != BenchOptions{}.new_shape_side)
+    args.insert(args.end(), {"--new-shape-side", std::to_string(options.new_shape_side)});
   if (out != ChildStdout::capture) {
     args.insert(args.end(), {"--report-fd", std::to_string(kReportFd)});
   }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -322,9 +323,14 @@ struct Row {
   std::string metric() const { return first ? "first" : "min"; }
 };
 
-// "chain8", "matmul", "matmul tf32": a reported workload without its shape.
+// "chain8", "matmul", "matmul tf32", "new-shape matmul": a reported workload without its shape
+// (the words before the first that starts with a digit).
 std::string short_name(const std::string& workload) {
-  std::string s = workload.substr(0, workload.find(' '));
+  std::size_t end = workload.find(' ');
+  while (end != std::string::npos && end + 1 < workload.size() &&
+         !std::isdigit(static_cast<unsigned char>(workload[end + 1])))
+    end = workload.find(' ', end + 1);
+  std::string s = workload.substr(0, end);
   const std::string tf32 = " tf32";
   if (workload.size() >= tf32.size() &&
       workload.compare(workload.size() - tf32.size(), tf32.size(), tf32) == 0) {

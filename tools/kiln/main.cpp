@@ -68,6 +68,12 @@ int main(int argc, char** argv) {
           ->check(CLI::Range(1, 1000000))
           ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of text lines");
+  bench_cmd
+      ->add_option("--new-shape-side", bench.new_shape_side,
+                   "Side of the square matmul of the CUDA rows \"first call of a new shape\" "
+                   "(measured in a process of its own on an empty temporary store)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{16384}))
+      ->capture_default_str();
   CLI::Option* processes_opt =
       bench_cmd
           ->add_option("--processes", bench.processes,
@@ -79,6 +85,7 @@ int main(int argc, char** argv) {
   // Hidden (empty group): how run_bench_processes starts each of its processes.
   CLI::Option* one_process_opt = bench_cmd->add_flag("--one-process", bench.one_process)->group("");
   bench_cmd->add_option("--report-fd", bench.report_fd)->group("");
+  bench_cmd->add_flag("--new-shape", bench.new_shape)->group("")->needs(one_process_opt);
   bool compare_flag = false;
   CLI::Option* compare_opt = bench_cmd->add_flag(
       "--compare", compare_flag,
@@ -128,6 +135,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"NN", "NT", "TN", "TT"}))
       ->needs(matmul_opt)
       ->capture_default_str();
+  tune_cmd
+      ->add_flag("--exhaustive", tune.exhaustive,
+                 "Time every candidate (cuBLASLt's 16 and kiln's own kernels, compiled first) "
+                 "with more samples and no time bound, also for problems the store has")
+      ->needs(matmul_opt);
   CLI::Option* list_opt = tune_cmd->add_flag(
       "--list", tune.list, "Print the store's rows by identity (stale ones marked) and its path");
   CLI::Option* clear_opt = tune_cmd->add_flag("--clear", tune.clear, "Remove the store's rows");

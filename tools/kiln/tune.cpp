@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -30,6 +31,7 @@
 #endif
 #if KILN_WITH_AUTOTUNE
 #include "tune/tune_key.hpp"
+#include "tune/tuner.hpp"
 #endif
 
 namespace kiln::cli {
@@ -296,12 +298,18 @@ void tune_matmuls(const std::vector<MatmulSize>& sizes, const TuneOptions& o,
 
   const Precision saved = float32_matmul_precision();
   set_float32_matmul_precision(o.precision == "high" ? Precision::high : Precision::highest);
+  tune::Tuner& tuner = tune::process_tuner();
+  tuner.set_policy(o.exhaustive ? tune::Policy::exhaustive() : tune::Policy::offline());
+  std::set<std::string> retuned;  // --exhaustive: keys tuned again in this command
   int unstored = 0;
   try {
     for (const MatmulSize& s : sizes) {
       const tune::MatmulProblem problem{"f32",   o.precision, o.layout[0], o.layout[1],
                                         o.batch, s.m,         s.n,         s.k};
       const std::string key = tune::matmul_key(problem);
+      // What the store holds of the key may come from a first call's bounded tuning: asked to be
+      // exhaustive, tune it again (once per command: a later problem of the bucket finds it).
+      if (o.exhaustive && retuned.insert(key).second) tuner.forget(device.str(), key);
       const auto before = tune_rows(*st, id);
       const double seconds = run_one_matmul(s, o, device);
       // A write that failed turned the store memory-only, where the rows below would be found

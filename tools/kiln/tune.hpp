@@ -13,14 +13,18 @@ struct TuneOptions {
   std::string device = "cuda:0";      // "cuda" or "cuda:N"
   std::int64_t batch = 1;             // B of out[B, m, n] = a[B, m, k] @ b[B, k, n]
   std::string layout = "NN";          // per operand, N: as stored, T: a transposed view
+  // Every candidate, more samples, no bound (tune::Policy::exhaustive()), and the problems'
+  // keys tuned again even when the store has them; else tune::Policy::offline().
+  bool exhaustive = false;
   bool list = false;
   bool clear = false;
   std::string table;  // --list / --clear: "tune" or "kernels"; empty: both
 };
 
 // Does what the options ask and prints it on stdout. Throws kiln::Error (the CLI's exit status 2)
-// for a malformed MxNxK, autotune or persistence off (saying why), an absent device, a store
-// that cannot be written, and a problem whose choice did not reach the store.
+// for a malformed MxNxK, --exhaustive without --matmul, autotune or persistence off (saying why),
+// an absent device, a store that cannot be written, and a problem whose choice did not reach the
+// store.
 void run_tune(const TuneOptions& options);
 
 }  // namespace kiln::cli

@@ -47,8 +47,22 @@ class CudaBackgroundCompile : public ::testing::Test {
     if (!kt::cuda_reason().empty()) GTEST_SKIP() << "cuda: " << kt::cuda_reason();
     ctx_ = &cuda::context(0);
     ctx_->make_current();
+    drain_background();
     source_ = fresh_source(value_);
     before_ = cuda::compile_stats();
+  }
+  // Waits until compiles queued earlier (an earlier test's matmul queues kiln's own GEMM
+  // candidates) have ended, so that they cannot count as this test's: the one background thread
+  // works in queue order, so a fresh source queued now is ready only after them.
+  void drain_background() {
+    float unused = 0;
+    const std::string marker = fresh_source(unused);
+    cuda::compile_in_background(marker, "drain.cu", ctx_->arch());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!cuda::ready_kernel(marker, "k", ctx_->arch()) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   cuda::Context* ctx_ = nullptr;
   float value_ = 0;

@@ -18,28 +18,23 @@ namespace {
       fmt::format("{}: the {} of shape {} overflows int64", op, what, format_dims(shape)));
 }
 
-// The product of the extents with zeros counted as 1 (the largest row-major stride times the
-// first extent), or -1 when it overflows.
-std::int64_t span_of(const Dims& shape) {
-  std::int64_t n = 1;
-  for (auto e : shape) {
-    if (e > 1 && !mul_fits(n, e, &n)) return -1;
-  }
-  return n;
-}
-
 }  // namespace
 
 std::int64_t checked_numel(const char* op, const Dims& shape) {
-  bool empty = false;
+  // The product is taken with zero extents counted as 1 (the largest row-major stride times the
+  // first extent), so that the strides of an empty tensor fit as well.
+  // A negative extent is reported before an overflow, wherever each stands.
+  std::int64_t span = 1;
+  bool empty = false, overflowed = false;
   for (auto e : shape) {
-    if (e < 0)
+    if (e < 0) {
       throw ShapeError(fmt::format("{}: negative dimension {} in {}", op, e, format_dims(shape)));
+    }
     empty = empty || e == 0;
+    overflowed = overflowed || (e > 1 && !mul_fits(span, e, &span));
   }
-  const std::int64_t n = span_of(shape);
-  if (n < 0) overflow(op, shape, "element count");
-  return empty ? 0 : n;
+  if (overflowed) overflow(op, shape, "element count");
+  return empty ? 0 : span;
 }
 
 std::int64_t checked_bytes(const char* op, const Dims& shape, DType dtype) {

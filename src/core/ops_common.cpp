@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <limits>
 
 #include "core/checked.hpp"
 #include "dispatch/registry.hpp"
@@ -65,6 +66,14 @@ TensorImpl broadcast_to(const TensorImpl& t, const Dims& shape) {
     v.strides[lead + i] = t.shape[i] == 1 && shape[lead + i] != 1 ? 0 : t.strides[i];
   }
   return v;
+}
+
+double checked_scalar(const char* op, Scalar s, DType t) {
+  if (t == DType::i32 && (s.value < std::numeric_limits<std::int32_t>::min() ||
+                          s.value > std::numeric_limits<std::int32_t>::max())) {
+    throw ValueError(fmt::format("{}: scalar {} does not fit i32", op, s.value));
+  }
+  return s.value;
 }
 
 Handle allocate(const char* op, Backend& be, const Dims& shape, DType dtype) {

@@ -26,6 +26,9 @@ Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b);
 // t seen with `shape` (which t broadcasts to): prepended and size-1 dims get stride 0.
 TensorImpl broadcast_to(const TensorImpl& t, const Dims& shape);
 
+// The value of scalar `s` in dtype t; ValueError naming `op` when t is i32 and it does not fit.
+double checked_scalar(const char* op, Scalar s, DType t);
+
 // A new contiguous tensor for `op`: the one way the front end asks a backend for memory.
 // ShapeError naming `op` when the shape's element or byte count overflows (core/checked.hpp);
 // OutOfMemoryError naming `op` when the bytes exceed the device's memory (checked here, so a

@@ -45,14 +45,6 @@ DType scalar_dtype(Scalar s, DType t) {
   return t == DType::boolean ? DType::i32 : t;
 }
 
-double checked_scalar(const char* op, Scalar s, DType t) {
-  if (t == DType::i32 && (s.value < std::numeric_limits<std::int32_t>::min() ||
-                          s.value > std::numeric_limits<std::int32_t>::max())) {
-    throw ValueError(fmt::format("{}: scalar {} does not fit i32", op, s.value));
-  }
-  return s.value;
-}
-
 const char* name(Binary op) {
   constexpr const char* names[] = {"add", "sub", "mul", "div", "minimum", "maximum",
                                    "eq",  "ne",  "lt",  "le",  "gt",      "ge"};

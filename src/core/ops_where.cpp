@@ -6,7 +6,6 @@
 // is floating.
 #include <fmt/format.h>
 
-#include <limits>
 #include <vector>
 
 #include "core/ops_common.hpp"
@@ -44,11 +43,7 @@ Handle where_branches(const Handle& cond, Branch a, Branch b) {
       inputs.push_back(*x.tensor);
       return p.cast(p.input((*x.tensor)->dtype), t);
     }
-    if (t == DType::i32 && (x.scalar.value < std::numeric_limits<std::int32_t>::min() ||
-                            x.scalar.value > std::numeric_limits<std::int32_t>::max())) {
-      throw ValueError(fmt::format("where: scalar {} does not fit i32", x.scalar.value));
-    }
-    scalars.push_back(x.scalar.value);
+    scalars.push_back(checked_scalar("where", x.scalar, t));
     return p.scalar(t);
   };
   const std::int32_t c = p.input(DType::boolean);

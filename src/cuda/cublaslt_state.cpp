@@ -105,8 +105,17 @@ void prepare_lt_in_background([[maybe_unused]] Context& ctx) {
   try {
     background.threads.emplace_back([&ctx] {
       try {
-        const auto stored = stored_matmuls(ctx);
-        if (stored.empty()) return;
+        auto stored = stored_matmuls(ctx);
+        if (stored.empty()) {
+          // Nothing tuned here yet: set cuBLASLt up for both compute types with the heuristic's
+          // choice for a 1024^3 product each, the size a first matmul most often has.
+          for (const char* precision : {"highest", "high"}) {
+            tune::MatmulProblem p;
+            p.precision = precision;
+            p.m = p.n = p.k = 1024;
+            stored.emplace_back(p, std::string());
+          }
+        }
         Slot& s = slot(ctx.index);
         std::lock_guard slot_lock(s.mu);  // the first matmul waits for all of this
         make(ctx, s);

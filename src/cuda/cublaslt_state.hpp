@@ -11,11 +11,12 @@
 //
 // The first launch of a cuBLASLt kernel then loads its module: another 13-18 ms for some of them.
 //
-// So when the CUDA backend of a device is created and the store holds tuned matmul choices for
-// it (this program has multiplied matrices on this device before, and will again), a background
-// thread makes the state and runs each stored cuBLASLt choice (the 8 newest) once on scratch
-// memory of its bucket's shape (preload_matmul, matmul.cpp): its check sets cuBLASLt up, its launch
-// loads the kernel. The first matmul then finds both done if the program did anything else for
+// So when the CUDA backend of a device is created, a background thread makes the state and, when
+// the store holds tuned matmul choices for it (this program has multiplied matrices on this
+// device before, and will again), runs each stored cuBLASLt choice (the 8 newest) once on scratch
+// memory of its bucket's shape (preload_matmul, matmul.cpp): its check sets cuBLASLt up, its
+// launch loads the kernel. When the store holds none (a first process), it runs the heuristic's
+// choice for a 1024^3 product in strict fp32 and in TF32 instead, which sets cuBLASLt up for both. The first matmul then finds both done if the program did anything else for
 // about 0.2 s after opening the device (uploading weights, say); if it comes sooner, it waits for
 // the rest, most of which it would have paid anyway.
 #pragma once
@@ -61,9 +62,7 @@ struct LtState {
 // DeviceError when cuBLASLt cannot be set up; the next call tries again.
 const LtState& lt_state(Context& ctx);
 
-// Starts, once per device, the background set-up described above; it does nothing more when the
-// store (persistence live, a file already there) holds no tuned matmul choice for this device.
-// Never throws: a failure is left for the first matmul to meet and report. A thread still
+// Starts, once per device, the background set-up described above. Never throws: a failure is left for the first matmul to meet and report. A thread still
 // running at exit is joined. Built with KILN_PERSISTENCE and KILN_AUTOTUNE; else a no-op.
 void prepare_lt_in_background(Context& ctx);
 

@@ -4,10 +4,14 @@
 #include "cuda/cublaslt_state.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/precompile.hpp"
 
 namespace kiln::cuda {
 
-CudaBackend::CudaBackend(int index) : ctx_(context(index)) { prepare_lt_in_background(ctx_); }
+CudaBackend::CudaBackend(int index) : ctx_(context(index)) {
+  prepare_lt_in_background(ctx_);
+  precompile_in_background(ctx_);
+}
 
 std::string CudaBackend::name() const { return "cuda<" + ctx_.arch() + ">"; }
 

@@ -40,6 +40,7 @@ class MatmulBench final : public tune::Bench {
   double agrees_estimate() const override;
 
  private:
+  std::vector<float> download(const void* from, std::size_t n) const;
   std::vector<float> download_out() const;
   void compute_bounds();
 
@@ -48,8 +49,10 @@ class MatmulBench final : public tune::Bench {
   Precision precision_;
   std::shared_ptr<detail::Buffer> flush_;  // twice the L2 size
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  // The reference candidate's output: a copy on the device until the first check downloads it.
+  std::shared_ptr<detail::Buffer> reference_on_device_;
   std::vector<float> reference_;
-  double seconds_per_byte_ = 0;  // of the reference's download, host clock
+  double seconds_per_byte_ = 0;  // of a sample download, host clock
   // Made at the first agrees(): gamma * max_k |a_ik| per (batch of a, row) and sum_k |b_kj| per
   // (batch of b, column); element (p, i, j)'s bound is their product.
   std::vector<double> row_max_, col_sum_;

@@ -116,6 +116,7 @@ std::vector<char> compile(const std::string& source, const std::string& source_n
 class Background {
  public:
   using Keep = std::function<void(const std::string& source, const std::vector<char>& cubin)>;
+  using Find = std::function<std::optional<std::vector<char>>(const std::string& source)>;
 
   static Background& get() {
     static auto* b = new Background;
@@ -142,8 +143,9 @@ class Background {
   }
 
   // Queues a compile unless key has a job already; false when none could be queued.
+  // `find` looks in the store first (on the thread), `keep` writes a compiled cubin there.
   bool add(const Key& key, const std::string& source, const std::string& source_name,
-           const std::string& arch, Keep keep) {
+           const std::string& arch, Find find, Keep keep) {
     static StopAtExit stop_at_exit;
     std::lock_guard lock(mu_);
     if (stopped_) return false;
@@ -155,7 +157,8 @@ class Background {
         return false;
       }
     }
-    auto job = std::make_unique<Job>(Job{source, source_name, arch, {}, std::move(keep)});
+    auto job = std::make_unique<Job>(
+        Job{source, source_name, arch, {}, std::move(find), std::move(keep)});
     jobs_.emplace(key, Done{source, job->promise.get_future().share()});
     queue_.push_back(std::move(job));
     cv_.notify_one();
@@ -166,6 +169,7 @@ class Background {
   struct Job {
     std::string source, source_name, arch;
     std::promise<std::vector<char>> promise;
+    Find find;
     Keep keep;
   };
   struct Done {
@@ -187,6 +191,10 @@ class Background {
         queue_.pop_front();
       }
       try {
+        if (auto stored = job->find ? job->find(job->source) : std::nullopt) {
+          job->promise.set_value(std::move(*stored));
+          continue;
+        }
         std::vector<char> cubin = compile(job->source, job->source_name, job->arch, true);
         if (job->keep) job->keep(job->source, cubin);
         job->promise.set_value(std::move(cubin));
@@ -240,22 +248,30 @@ store::Identity kernel_identity(const std::string& arch) {
 store::Store* live_store() { return detail::persistence_live() ? store::process_store() : nullptr; }
 #endif
 
+#if KILN_WITH_PERSISTENCE
+// s's cubin of `source` under identity id, counted as loaded; or nothing.
+std::optional<std::vector<char>> read_stored(store::Store& s, const store::Identity& id,
+                                             const std::string& source, const std::string& arch,
+                                             const std::string& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto cubin = s.get_kernel(id, {source, arch, options});
+  if (cubin) {
+    auto& c = cache();
+    std::lock_guard lock(c.mu);
+    c.stats.loaded += 1;
+    c.stats.load_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return cubin;
+}
+#endif
+
 // The store's cubin of `source` for `arch`, or nothing.
 std::optional<std::vector<char>> stored_cubin([[maybe_unused]] const std::string& source,
                                               [[maybe_unused]] const std::string& arch,
                                               [[maybe_unused]] const std::string& options) {
 #if KILN_WITH_PERSISTENCE
-  if (store::Store* s = live_store()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (auto cubin = s->get_kernel(kernel_identity(arch), {source, arch, options})) {
-      auto& c = cache();
-      std::lock_guard lock(c.mu);
-      c.stats.loaded += 1;
-      c.stats.load_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      return cubin;
-    }
-  }
+  if (store::Store* s = live_store()) return read_stored(*s, kernel_identity(arch), source, arch, options);
 #endif
   return std::nullopt;
 }
@@ -352,13 +368,19 @@ void compile_in_background(const std::string& source, const std::string& source_
         if (e.source == source) return;
     }
   }
+  Background::Find find;
   Background::Keep keep;
 #if KILN_WITH_PERSISTENCE
   try {
     if (store::Store* s = live_store()) {
       // The identity on this thread: it names the current device.
-      keep = [s, id = kernel_identity(arch), name = source_name, arch, options = std::get<2>(key)](
-                 const std::string& src, const std::vector<char>& cubin) {
+      const store::Identity id = kernel_identity(arch);
+      const std::string options = std::get<2>(key);
+      find = [s, id, arch, options](const std::string& src) {
+        return read_stored(*s, id, src, arch, options);
+      };
+      keep = [s, id, name = source_name, arch, options](const std::string& src,
+                                                        const std::vector<char>& cubin) {
         s->put_kernel(id, {src, arch, options}, cubin, name);
       };
     }
@@ -366,7 +388,7 @@ void compile_in_background(const std::string& source, const std::string& source_
     return;  // (left to cached_kernel, which reports what fails)
   }
 #endif
-  Background::get().add(key, source, source_name, arch, std::move(keep));
+  Background::get().add(key, source, source_name, arch, std::move(find), std::move(keep));
 }
 
 CompileStats compile_stats() {

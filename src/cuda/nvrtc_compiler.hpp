@@ -31,7 +31,8 @@ cudaKernel_t ready_kernel(const std::string& source, const std::string& kernel_n
                           const std::string& arch);
 
 // Queues `source`'s compile for `arch` on kiln's one background compile thread (nothing when it is
-// in memory, in the store or queued already); its cubin is written to the store and kept for
+// in memory or queued already; the thread reads it from the store instead of compiling it when
+// it is there); a compiled cubin is written to the store, and either is kept for
 // cached_kernel and ready_kernel, and cached_kernel waits for a compile under way rather than
 // start its own. One compile at a time. At exit the queue is dropped and a compile under way is
 // waited for (NVRTC cannot be interrupted, and its library must not be torn down under it).

@@ -15,7 +15,7 @@
 #include "cpu/blas_info.hpp"
 #include "kiln/kiln.hpp"
 #if KILN_WITH_SIMD
-#include "cpu/kernels.hpp"
+#include "core/simd_targets.hpp"
 #endif
 #include "kiln_command.hpp"
 #include "temp_dir.hpp"
@@ -395,7 +395,7 @@ TEST_F(CliTest, DoctorFindsAStoreThatCannotBeWritten) {
 
 TEST_F(CliTest, DoctorShowsASimdCap) {
 #if KILN_WITH_SIMD
-  const std::vector<std::string>& targets = kiln::cpu::simd_targets();
+  const std::vector<std::string>& targets = kiln::detail::simd_targets();
   if (targets.size() < 2) GTEST_SKIP() << "this CPU has one SIMD target";
   const std::string& lower = targets[1];
   const Outcome r = kiln({"doctor"}, {"KILN_SIMD=" + lower});
@@ -479,7 +479,7 @@ TEST_F(CliTest, UnknownSwitchValuesAreErrorsThatListTheValidOnes) {
 #if KILN_WITH_SIMD
   const Outcome s = kiln({"doctor"}, {"KILN_SIMD=avx9"});
   EXPECT_EQ(s.status, 2) << s;
-  EXPECT_TRUE(has(s.err, kiln::cpu::simd_targets().front())) << s;
+  EXPECT_TRUE(has(s.err, kiln::detail::simd_targets().front())) << s;
 #endif
 }
 

@@ -6,7 +6,7 @@
 
 #include "test_support.hpp"
 #if KILN_WITH_SIMD
-#include "cpu/kernels.hpp"
+#include "core/simd_targets.hpp"
 #endif
 
 namespace {
@@ -196,7 +196,7 @@ TEST_P(ConfigTest, SimdTargetCapsDispatch) {
   auto v = kt::wide_floats(3000, rng());
   const auto n = static_cast<std::int64_t>(v.size());
   Ref r = Ref::of(v, {n});
-  const std::vector<std::string> targets = kiln::cpu::simd_targets();
+  const std::vector<std::string> targets = kiln::detail::simd_targets();
   ASSERT_FALSE(targets.empty());
   for (const std::string& target : targets) {
     SCOPED_TRACE(target);

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include "dispatch/backend.hpp"  // reduce_name
+#include "backend/backend.hpp"  // reduce_name
 #include "test_support.hpp"
 
 namespace {

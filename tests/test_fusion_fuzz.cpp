@@ -256,7 +256,7 @@ VE binary_ve(B op, VE a, VE b, DType t) {
   }
 }
 
-// kiln's promotion (src/core/ops_elementwise.cpp): bool < i32 < f32, / gives f32, arithmetic
+// kiln's promotion (src/frontend/ops_elementwise.cpp): bool < i32 < f32, / gives f32, arithmetic
 // on bool is i32; a floating scalar is f32, an integral one takes the tensor's dtype (bool: i32).
 DType compute_dtype(B op, DType a, DType b) {
   const DType t = op == B::div ? DType::f32 : kiln::promote(a, b);

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "cpu/host_buffer.hpp"
-#include "ir/cpu_evaluator.hpp"
+#include "cpu/cpu_evaluator.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -9,9 +9,8 @@
 #include <thread>
 
 #include "core/log.hpp"
-#include "dispatch/registry.hpp"
 #if KILN_WITH_SIMD
-#include "cpu/kernels.hpp"
+#include "core/simd_targets.hpp"
 #endif
 #include "kiln/error.hpp"
 
@@ -47,14 +46,14 @@ void parse_simd(const std::string& v, Config& cfg) {
     return;
   } catch (const ValueError&) {
 #if KILN_WITH_SIMD
-    const auto& targets = cpu::simd_targets();
+    const auto& targets = detail::simd_targets();
     if (std::find(targets.begin(), targets.end(), v) != targets.end()) {
       cfg.simd = true;
       cfg.simd_target = v;
       return;
     }
     throw ValueError("KILN_SIMD=" + v + ": expected one of 0, 1, off, on, false, true, or a SIMD " +
-                     "target this CPU supports, to cap dispatch at: " + cpu::simd_target_list());
+                     "target this CPU supports, to cap dispatch at: " + detail::simd_target_list());
 #else
     throw ValueError("KILN_SIMD=" + v + ": expected one of 0, 1, off, on, false, true (kiln was " +
                      "built with -DKILN_SIMD=OFF, so there are no SIMD targets to choose)");
@@ -107,7 +106,7 @@ struct State {
   }
   void publish() {
 #if KILN_WITH_SIMD
-    if (cfg.simd_target != capped_at) cpu::cap_simd_target(cfg.simd_target);
+    if (cfg.simd_target != capped_at) detail::cap_simd_target(cfg.simd_target);
     capped_at = cfg.simd_target;
 #endif
     simd = kSimdCompiled && cfg.simd;
@@ -125,6 +124,8 @@ State& state() {
   return s;
 }
 
+std::atomic<void (*)()> before_fusion_switch{nullptr};
+
 }  // namespace
 
 Config config() {
@@ -139,12 +140,12 @@ void set_config(const Config& c) {
                      ": expected -1 (all), 0 (one thread) or a count N >= 1");
   }
 #if KILN_WITH_SIMD
-  const auto& targets = cpu::simd_targets();
+  const auto& targets = detail::simd_targets();
   if (!c.simd_target.empty() &&
       std::find(targets.begin(), targets.end(), c.simd_target) == targets.end()) {
     throw ValueError(
         "set_config: simd_target = '" + c.simd_target +
-        "': not a SIMD target this CPU supports; expected one of: " + cpu::simd_target_list());
+        "': not a SIMD target this CPU supports; expected one of: " + detail::simd_target_list());
   }
 #else
   if (!c.simd_target.empty()) {
@@ -154,14 +155,16 @@ void set_config(const Config& c) {
 #endif
   auto& s = state();
   // What was recorded runs before fusion switches, so no pending tensor outlives its decorator.
-  if (c.fusion != s.fusion.load()) detail::flush_fused_devices();
+  if (c.fusion != s.fusion.load()) {
+    if (auto flush = before_fusion_switch.load()) flush();
+  }
   std::lock_guard lock(s.mu);
   s.cfg = c;
   s.src = Source{};
   s.publish();
 }
 
-std::vector<FeatureState> features() {
+std::vector<FeatureState> detail::switch_states() {
   auto& s = state();
   std::lock_guard lock(s.mu);
   std::vector<FeatureState> out;
@@ -193,9 +196,6 @@ std::vector<FeatureState> features() {
       "KILN_PERSISTENCE=0", "built with -DKILN_PERSISTENCE=OFF");
   add("autotune", kAutotuneCompiled, s.cfg.autotune, s.src.autotune_from_env, "KILN_AUTOTUNE=0",
       "built with -DKILN_AUTOTUNE=OFF");
-  const std::string cuda_why = detail::cuda_absent_reason(0);
-  out.push_back(
-      {"cuda", KILN_WITH_CUDA != 0, cuda_why.empty(), cuda_why.empty() ? "on" : cuda_why});
   return out;
 }
 
@@ -221,6 +221,7 @@ int thread_limit() { return state().threads.load(std::memory_order_relaxed); }
 bool fusion_live() { return state().fusion.load(std::memory_order_relaxed); }
 bool autotune_live() { return state().autotune.load(std::memory_order_relaxed); }
 bool persistence_live() { return state().persistence.load(std::memory_order_relaxed); }
+void set_before_fusion_switch(void (*flush)()) { before_fusion_switch.store(flush); }
 }  // namespace detail
 
 }  // namespace kiln

@@ -16,4 +16,13 @@ bool autotune_live();
 // The persistent store compiled in and switched on.
 bool persistence_live();
 
+// features() without the devices: the run-time switches, compiled in or not, live or not, and
+// why (src/dispatch/features.cpp adds the CUDA backend's line).
+std::vector<FeatureState> switch_states();
+
+// What set_config runs before it switches fusion on or off: the registry's flush of every fusion
+// decorator's recorded ops (so no pending tensor outlives its decorator). The registry sets it
+// when it makes its first chain; before that nothing can have been recorded.
+void set_before_fusion_switch(void (*flush)());
+
 }  // namespace kiln::detail

@@ -8,7 +8,7 @@
 #include "cpu/cpu_ops.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
-#include "ir/cpu_evaluator.hpp"
+#include "cpu/cpu_evaluator.hpp"
 
 namespace kiln::cpu {
 namespace {

@@ -1,7 +1,7 @@
 // The CPU backend: Highway SIMD (or scalar) element-wise kernels, oneTBB loops, CBLAS gemm.
 #pragma once
 
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace kiln::cpu {
 

@@ -1,10 +1,10 @@
-// The CPU backend's non-element-wise ops (see src/dispatch/backend.hpp for the contracts).
+// The CPU backend's non-element-wise ops (see src/backend/backend.hpp for the contracts).
 #pragma once
 
 #include <cstdint>
 
 #include "cpu/kernels.hpp"
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace kiln::cpu {
 

@@ -1,6 +1,6 @@
 // Block kernels of the CPU backend: one element-wise IR op over n contiguous 32-bit lanes.
 //
-// The CPU evaluator (src/ir/cpu_evaluator.cpp) runs a Program over blocks of a few thousand
+// The CPU evaluator (src/cpu/cpu_evaluator.cpp) runs a Program over blocks of a few thousand
 // elements; for each node it calls one of these on the block. Inside a block every value is
 // 32-bit: f32 as float, i32 as int32_t, bool as int32_t 0 or 1. Two tables implement the
 // same contract: Highway SIMD with dynamic dispatch, and plain scalar loops (KILN_SIMD=OFF
@@ -37,16 +37,6 @@ struct KernelTable {
 // Highway kernels for the best target this CPU supports, or the best at or under the cap.
 const KernelTable& simd_kernels();
 
-#if KILN_WITH_SIMD
-// The Highway targets compiled in that this CPU supports, best first, lower case ("avx2"),
-// whatever the cap.
-const std::vector<std::string>& simd_targets();
-// simd_targets() joined for messages: "avx2, sse4, ssse3".
-std::string simd_target_list();
-// Caps SIMD dispatch at `target`, one of simd_targets(): no better target is used (KILN_SIMD=avx2,
-// Config::simd_target). "" lifts the cap. Anything else is a ValueError naming the valid ones.
-void cap_simd_target(const std::string& target);
-#endif
 // Scalar loops over libm.
 const KernelTable& scalar_kernels();
 

@@ -38,7 +38,7 @@
 #include "core/coalesce.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/parallel.hpp"
-#include "ir/cpu_evaluator.hpp"
+#include "cpu/cpu_evaluator.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cpu {

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "cuda/context.hpp"
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace kiln::cuda {
 

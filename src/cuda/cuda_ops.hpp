@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cuda/context.hpp"
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 #if KILN_WITH_AUTOTUNE
 #include "tune/tune_key.hpp"
 #endif
@@ -24,7 +24,7 @@ void elementwise(Context& ctx, const ir::Program& program,
 // A contiguous copy of x on the same device (x itself when it is already contiguous).
 detail::Handle contiguous(Context& ctx, const detail::Handle& x);
 
-// reduce.cpp: the Backend::reduce contract (src/dispatch/backend.hpp).
+// reduce.cpp: the Backend::reduce contract (src/backend/backend.hpp).
 void reduce(Context& ctx, detail::ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
 // The Backend::reduce_prologue contract: false, with nothing done, for layouts it declines.
 bool reduce_prologue(Context& ctx, detail::ReduceOp op, const detail::Prologue& prologue, int dim,

@@ -7,7 +7,7 @@
 
 #include "cuda/context.hpp"
 #include "cuda/gemm_source.hpp"
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace kiln::cuda {
 

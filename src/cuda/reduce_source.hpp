@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 #include "ir/program.hpp"
 
 namespace kiln::cuda {

@@ -39,6 +39,7 @@ struct Chain {
     (void)kiln::config();
 #if KILN_WITH_FUSION
     fused = std::make_unique<fusion::Fusion>(*inner);
+    set_before_fusion_switch(&flush_fused_devices);
 #endif
   }
   Backend& live() {

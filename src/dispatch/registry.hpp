@@ -1,7 +1,7 @@
 // The device registry: which backend chain serves each device.
 #pragma once
 
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace kiln::detail {
 

@@ -20,7 +20,7 @@
 #include <mutex>
 #include <vector>
 
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 #include "fusion/fusion_stats.hpp"
 #include "fusion/group.hpp"
 

@@ -18,7 +18,7 @@
 #include "store_status.hpp"
 #include "table.hpp"
 #if KILN_WITH_SIMD
-#include "cpu/kernels.hpp"
+#include "core/simd_targets.hpp"
 #endif
 #if KILN_WITH_CUDA
 #include "cuda/context.hpp"
@@ -115,7 +115,7 @@ CpuFacts cpu_facts() {
   const std::string inner = f.backend.substr(f.backend.find("cpu<") + 4);
   f.simd_target = inner.substr(0, inner.find('>'));
 #if KILN_WITH_SIMD
-  f.cpu_targets = cpu::simd_targets();
+  f.cpu_targets = detail::simd_targets();
 #endif
   f.threads = cpu::thread_count();
   f.hardware_threads = std::max(1u, std::thread::hardware_concurrency());

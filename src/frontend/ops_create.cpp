@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "core/checked.hpp"
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {

@@ -1,7 +1,7 @@
 // Matrix products: rank 2 and batched rank 3, with batch broadcasting, as views over a [B, m, k].
 #include <fmt/format.h>
 
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {

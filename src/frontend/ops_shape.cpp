@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "core/checked.hpp"
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {

@@ -1,4 +1,4 @@
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 // Reductions over one dim or over all elements, and softmax built from them.
 #include <fmt/format.h>
 
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {

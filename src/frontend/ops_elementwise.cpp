@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {

@@ -1,7 +1,7 @@
 // Tensor queries, rank checks and dim normalisation.
 #include <fmt/format.h>
 
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 #include "kiln/tensor.hpp"
 

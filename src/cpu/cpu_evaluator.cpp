@@ -1,4 +1,4 @@
-#include "ir/cpu_evaluator.hpp"
+#include "cpu/cpu_evaluator.hpp"
 
 #include <algorithm>
 #include <array>

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "core/ops_common.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {

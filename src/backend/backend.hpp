@@ -1,6 +1,6 @@
 // The interface every backend implements, and decorators (fusion) wrap.
 //
-// The front end (src/core/ops.cpp) checks shapes, dtypes and devices, broadcasts by giving
+// The front end (src/frontend/ops_*.cpp) checks shapes, dtypes and devices, broadcasts by giving
 // inputs stride-0 dimensions, allocates outputs with `empty`, and then calls one of these.
 // A backend may run the call asynchronously; `download` and `sync` wait.
 #pragma once

@@ -1,4 +1,4 @@
-// Helpers shared by the front-end op files (src/core/ops_*.cpp).
+// Helpers shared by the front-end op files (src/frontend/ops_*.cpp).
 #pragma once
 
 #include <initializer_list>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/tensor_impl.hpp"
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 #include "kiln/detail/ops.hpp"
 
 namespace kiln::detail {

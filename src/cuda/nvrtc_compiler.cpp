@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/hash.hpp"
 #include "core/runtime_config.hpp"
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"
@@ -397,13 +398,6 @@ CompileStats compile_stats() {
   return c.stats;
 }
 
-std::uint64_t source_hash(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+std::uint64_t source_hash(const std::string& s) { return detail::hash_bytes(s); }
 
 }  // namespace kiln::cuda

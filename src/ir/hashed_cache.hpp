@@ -15,10 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/hash.hpp"
+
 namespace kiln::ir {
 
-// Mixes v into the hash h (FNV-1a's step, on whole words).
-inline void hash_mix(std::uint64_t& h, std::uint64_t v) { h = (h ^ v) * 1099511628211ull; }
+using detail::hash_mix;
 
 template <class Entry>
 class HashedCache {

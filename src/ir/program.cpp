@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/hash.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::ir {
@@ -74,11 +75,8 @@ std::int32_t Program::where(std::int32_t cond, std::int32_t a, std::int32_t b) {
 
 std::uint64_t Program::structure_hash() const {
   // FNV-1a over every field that equality compares.
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ull;
-  };
+  std::uint64_t h = detail::kFnvOffset;
+  auto mix = [&h](std::uint64_t v) { detail::hash_mix(h, v); };
   auto id = [](std::int32_t v) {
     return static_cast<std::uint64_t>(static_cast<std::uint32_t>(v));
   };

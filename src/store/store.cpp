@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "core/hash.hpp"
 #include "core/log.hpp"
 #include "core/runtime_config.hpp"
 #include "store/location.hpp"
@@ -58,14 +59,7 @@ Identity read_identity(const sql::Statement& st, int first) {
 }
 
 // 64-bit FNV-1a as 16 hex digits: an index only, the source is compared whole on a lookup.
-std::string hash_source(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
-}
+std::string hash_source(std::string_view s) { return fmt::format("{:016x}", detail::hash_bytes(s)); }
 
 std::int64_t now_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
 

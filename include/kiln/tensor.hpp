@@ -181,20 +181,13 @@ class Tensor {
   Tensor contiguous() const { return Tensor(detail::contiguous(h("contiguous"))); }
 
   // Element-wise unary ops (float ops promote i32 and bool to f32).
-  Tensor neg() const { return un(detail::Unary::neg); }
+  // One method per unary op of kiln/detail/op_list.hpp: neg, abs, relu, sin, cos, tan, exp, log,
+  // sqrt, rsqrt, tanh, sigmoid, gelu (exact, x * Phi(x)). -x is neg().
+#define KILN_UNARY_METHOD(name, rule) \
+  Tensor name() const { return un(detail::Unary::name); }
+  KILN_UNARY_OPS(KILN_UNARY_METHOD)
+#undef KILN_UNARY_METHOD
   Tensor operator-() const { return neg(); }
-  Tensor abs() const { return un(detail::Unary::abs); }
-  Tensor sin() const { return un(detail::Unary::sin); }
-  Tensor cos() const { return un(detail::Unary::cos); }
-  Tensor tan() const { return un(detail::Unary::tan); }
-  Tensor exp() const { return un(detail::Unary::exp); }
-  Tensor log() const { return un(detail::Unary::log); }
-  Tensor sqrt() const { return un(detail::Unary::sqrt); }
-  Tensor rsqrt() const { return un(detail::Unary::rsqrt); }
-  Tensor tanh() const { return un(detail::Unary::tanh); }
-  Tensor sigmoid() const { return un(detail::Unary::sigmoid); }
-  Tensor relu() const { return un(detail::Unary::relu); }
-  Tensor gelu() const { return un(detail::Unary::gelu); }
   Tensor pow(double exponent) const { return Tensor(detail::pow(h("pow"), exponent)); }
   template <ScalarValue L, ScalarValue H>
   Tensor clamp(L lo, H hi) const {

@@ -20,74 +20,8 @@
 
 namespace kiln::cpu {
 
-// The op's name in messages. A local switch, so that this header depends on no .cpp of the IR.
-inline const char* kernel_op_name(ir::Op op) {
-  switch (op) {
-    case ir::Op::input:
-      return "input";
-    case ir::Op::scalar:
-      return "scalar";
-    case ir::Op::index:
-      return "index";
-    case ir::Op::neg:
-      return "neg";
-    case ir::Op::abs:
-      return "abs";
-    case ir::Op::relu:
-      return "relu";
-    case ir::Op::sin:
-      return "sin";
-    case ir::Op::cos:
-      return "cos";
-    case ir::Op::tan:
-      return "tan";
-    case ir::Op::exp:
-      return "exp";
-    case ir::Op::log:
-      return "log";
-    case ir::Op::sqrt:
-      return "sqrt";
-    case ir::Op::rsqrt:
-      return "rsqrt";
-    case ir::Op::tanh:
-      return "tanh";
-    case ir::Op::sigmoid:
-      return "sigmoid";
-    case ir::Op::gelu:
-      return "gelu";
-    case ir::Op::cast:
-      return "cast";
-    case ir::Op::add:
-      return "add";
-    case ir::Op::sub:
-      return "sub";
-    case ir::Op::mul:
-      return "mul";
-    case ir::Op::div:
-      return "div";
-    case ir::Op::pow:
-      return "pow";
-    case ir::Op::minimum:
-      return "minimum";
-    case ir::Op::maximum:
-      return "maximum";
-    case ir::Op::eq:
-      return "eq";
-    case ir::Op::ne:
-      return "ne";
-    case ir::Op::lt:
-      return "lt";
-    case ir::Op::le:
-      return "le";
-    case ir::Op::gt:
-      return "gt";
-    case ir::Op::ge:
-      return "ge";
-    case ir::Op::where:
-      return "where";
-  }
-  return "?";
-}
+// The op's name in messages.
+inline const char* kernel_op_name(ir::Op op) { return ir::op_name(op); }
 
 inline bool kernel_is_comparison(ir::Op op) {
   switch (op) {

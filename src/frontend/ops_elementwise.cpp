@@ -15,26 +15,54 @@
 namespace kiln::detail {
 namespace {
 
+// The IR op of each front-end op, and each one's rule (kiln/detail/op_list.hpp), by name.
 ir::Op ir_op(Unary op) {
-  constexpr ir::Op table[] = {ir::Op::neg,   ir::Op::abs,  ir::Op::sin,     ir::Op::cos,
-                              ir::Op::tan,   ir::Op::exp,  ir::Op::log,     ir::Op::sqrt,
-                              ir::Op::rsqrt, ir::Op::tanh, ir::Op::sigmoid, ir::Op::relu,
-                              ir::Op::gelu};
-  return table[static_cast<int>(op)];
+  switch (op) {
+#define KILN_CASE(name, rule) \
+  case Unary::name:           \
+    return ir::Op::name;
+    KILN_UNARY_OPS(KILN_CASE)
+#undef KILN_CASE
+  }
+  throw Error("ir_op: not a unary op");
 }
 
 ir::Op ir_op(Binary op) {
-  constexpr ir::Op table[] = {ir::Op::add,     ir::Op::sub,     ir::Op::mul, ir::Op::div,
-                              ir::Op::minimum, ir::Op::maximum, ir::Op::eq,  ir::Op::ne,
-                              ir::Op::lt,      ir::Op::le,      ir::Op::gt,  ir::Op::ge};
-  return table[static_cast<int>(op)];
+  switch (op) {
+#define KILN_CASE(name, rule) \
+  case Binary::name:          \
+    return ir::Op::name;
+    KILN_BINARY_OPS(KILN_CASE)
+#undef KILN_CASE
+  }
+  throw Error("ir_op: not a binary op");
 }
 
-bool integer_ok(Unary op) { return op == Unary::neg || op == Unary::abs || op == Unary::relu; }
+OpRule rule(Unary op) {
+  switch (op) {
+#define KILN_CASE(name, r) \
+  case Unary::name:        \
+    return OpRule::r;
+    KILN_UNARY_OPS(KILN_CASE)
+#undef KILN_CASE
+  }
+  throw Error("rule: not a unary op");
+}
+
+OpRule rule(Binary op) {
+  switch (op) {
+#define KILN_CASE(name, r) \
+  case Binary::name:       \
+    return OpRule::r;
+    KILN_BINARY_OPS(KILN_CASE)
+#undef KILN_CASE
+  }
+  throw Error("rule: not a binary op");
+}
 
 // The dtype a binary op computes in, given its operands' dtypes.
 DType compute_dtype(Binary op, DType a, DType b) {
-  if (op == Binary::div) return DType::f32;
+  if (rule(op) == OpRule::real) return DType::f32;
   DType t = promote(a, b);
   return t == DType::boolean ? DType::i32 : t;
 }
@@ -45,17 +73,15 @@ DType scalar_dtype(Scalar s, DType t) {
   return t == DType::boolean ? DType::i32 : t;
 }
 
-const char* name(Binary op) {
-  constexpr const char* names[] = {"add", "sub", "mul", "div", "minimum", "maximum",
-                                   "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
-  return names[static_cast<int>(op)];
-}
+const char* name(Binary op) { return ir::op_name(ir_op(op)); }
 
 // The programs of unary and binary ops depend only on the op, the operands' dtypes and (for a
 // scalar operand) its side, so each is built once, at first use. Recording an op under fusion
 // costs about as much as building one, so this halves it.
-constexpr int kUnaryOps = static_cast<int>(Unary::gelu) + 1;
-constexpr int kBinaryOps = static_cast<int>(Binary::ge) + 1;
+#define KILN_COUNT(name, rule) +1
+constexpr int kUnaryOps = 0 KILN_UNARY_OPS(KILN_COUNT);
+constexpr int kBinaryOps = 0 KILN_BINARY_OPS(KILN_COUNT);
+#undef KILN_COUNT
 constexpr int kDTypes = 3;
 int index(DType t) { return static_cast<int>(t); }
 DType dtype_at(int i) { return static_cast<DType>(i); }
@@ -63,7 +89,8 @@ DType dtype_at(int i) { return static_cast<DType>(i); }
 ir::Program build_unary(Unary op, DType x) {
   ir::Program p;
   std::int32_t in = p.input(x);
-  DType t = integer_ok(op) ? (x == DType::boolean ? DType::i32 : x) : DType::f32;
+  const bool numeric = rule(op) == OpRule::numeric;
+  DType t = numeric ? (x == DType::boolean ? DType::i32 : x) : DType::f32;
   p.output(p.unary(ir_op(op), p.cast(in, t)));
   return p;
 }

@@ -8,23 +8,17 @@
 
 namespace kiln::ir {
 
-int arity(Op op) {
-  if (op <= Op::index) return 0;
-  if (op <= Op::cast) return 1;
-  if (op <= Op::ge) return 2;
-  return 3;
+bool is_comparison(Op op) {
+  switch (op) {
+#define KILN_IS_COMPARISON(name, rule) \
+  case Op::name:                       \
+    return detail::OpRule::rule == detail::OpRule::comparison;
+    KILN_BINARY_OPS(KILN_IS_COMPARISON)
+#undef KILN_IS_COMPARISON
+    default:
+      return false;
+  }
 }
-
-const char* op_name(Op op) {
-  static constexpr const char* names[] = {
-      "input",   "scalar",  "index", "neg",     "abs",  "relu", "sin", "cos", "tan",  "exp", "log",
-      "sqrt",    "rsqrt",   "tanh",  "sigmoid", "gelu", "cast", "add", "sub", "mul",  "div", "pow",
-      "minimum", "maximum", "eq",    "ne",      "lt",   "le",   "gt",  "ge",  "where"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(Op::where) + 1);
-  return names[static_cast<int>(op)];
-}
-
-bool is_comparison(Op op) { return op >= Op::eq && op <= Op::ge; }
 
 std::int32_t Program::input(DType t) {
   nodes.push_back({Op::input, t, static_cast<std::int32_t>(inputs.size())});

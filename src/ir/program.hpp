@@ -7,54 +7,47 @@
 // are passed at run time, so `x * 0.5` and `x * 0.7` are the same program.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "kiln/detail/op_list.hpp"
 #include "kiln/dtype.hpp"
 
 namespace kiln::ir {
 
+// Leaves, then the unary ops and cast, then the binary ops (both from kiln/detail/op_list.hpp,
+// which says each one's dtype rule), then where.
+#define KILN_IR_OP(name, rule) name,
 enum class Op : std::uint8_t {
-  // leaves
   input,   // a = input slot
   scalar,  // a = scalar slot
   index,   // the output element's linear (row-major) index, as i32
-  // unary (a); dtype f32 unless noted
-  neg,   // f32, i32
-  abs,   // f32, i32
-  relu,  // f32, i32
-  sin,
-  cos,
-  tan,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  tanh,
-  sigmoid,
-  gelu,  // exact: x * Phi(x), as PyTorch's default
-  cast,  // operand dtype -> node dtype
-  // binary (a, b); operands have the node's dtype unless noted
-  add,
-  sub,
-  mul,  // f32, i32 (i32 wraps)
-  div,  // f32
-  pow,  // f32
-  minimum,
-  maximum,  // f32, i32; NaN propagates as NumPy's
-  eq,
-  ne,
-  lt,
-  le,
-  gt,
-  ge,  // operands f32 or i32 (both the same), node bool
-  // ternary
-  where,  // a bool; b, c the node's dtype
+  KILN_UNARY_OPS(KILN_IR_OP)  // (a)
+  cast,                        // (a): operand dtype -> node dtype
+  KILN_BINARY_OPS(KILN_IR_OP)  // (a, b): operands have the node's dtype, comparisons' node bool
+  where,                       // (a bool; b, c the node's dtype)
 };
+#undef KILN_IR_OP
 
-int arity(Op op);  // 0 for leaves
-const char* op_name(Op op);
+inline constexpr const char* kOpNames[] = {
+#define KILN_IR_OP_NAME(name, rule) #name,
+    "input", "scalar", "index", KILN_UNARY_OPS(KILN_IR_OP_NAME) "cast",
+    KILN_BINARY_OPS(KILN_IR_OP_NAME) "where"
+#undef KILN_IR_OP_NAME
+};
+static_assert(std::size(kOpNames) == static_cast<std::size_t>(Op::where) + 1);
+
+// The op's name ("sin", "where"), as kernels and messages spell it.
+constexpr const char* op_name(Op op) { return kOpNames[static_cast<int>(op)]; }
+// 0 for leaves.
+constexpr int arity(Op op) {
+  if (op <= Op::index) return 0;
+  if (op <= Op::cast) return 1;
+  return op < Op::where ? 2 : 3;
+}
 bool is_comparison(Op op);
 
 struct Node {

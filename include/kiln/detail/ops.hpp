@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "kiln/detail/op_list.hpp"
 #include "kiln/device.hpp"
 #include "kiln/dtype.hpp"
 #include "kiln/shape.hpp"
@@ -29,22 +30,11 @@ namespace detail {
 struct TensorImpl;
 using Handle = std::shared_ptr<const TensorImpl>;
 
-enum class Unary : unsigned char {
-  neg,
-  abs,
-  sin,
-  cos,
-  tan,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  tanh,
-  sigmoid,
-  relu,
-  gelu
-};
-enum class Binary : unsigned char { add, sub, mul, div, minimum, maximum, eq, ne, lt, le, gt, ge };
+// The element-wise ops (kiln/detail/op_list.hpp).
+#define KILN_OP_ENUMERATOR(name, rule) name,
+enum class Unary : unsigned char { KILN_UNARY_OPS(KILN_OP_ENUMERATOR) };
+enum class Binary : unsigned char { KILN_BINARY_OPS(KILN_OP_ENUMERATOR) };
+#undef KILN_OP_ENUMERATOR
 enum class Reduction : unsigned char { sum, mean, max, min, argmax, argmin };
 
 // A scalar operand as the user wrote it: integral scalars keep an i32 tensor i32, floating

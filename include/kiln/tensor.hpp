@@ -184,7 +184,7 @@ class Tensor {
   // One method per unary op of kiln/detail/op_list.hpp: neg, abs, relu, sin, cos, tan, exp, log,
   // sqrt, rsqrt, tanh, sigmoid, gelu (exact, x * Phi(x)). -x is neg().
 #define KILN_UNARY_METHOD(name, rule) \
-  Tensor name() const { return un(detail::Unary::name); }
+  Tensor name() const { return un(detail::Unary::name, #name); }
   KILN_UNARY_OPS(KILN_UNARY_METHOD)
 #undef KILN_UNARY_METHOD
   Tensor operator-() const { return neg(); }
@@ -308,10 +308,8 @@ class Tensor {
     h_ = std::move(r);
     return *this;
   }
-  Tensor un(detail::Unary op) const {
-    constexpr const char* names[] = {"neg",  "abs",   "sin",  "cos",     "tan",  "exp", "log",
-                                     "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu"};
-    return Tensor(detail::unary(op, h(names[static_cast<int>(op)])));
+  Tensor un(detail::Unary op, const char* name) const {
+    return Tensor(detail::unary(op, h(name)));
   }
   Tensor<0> all(detail::Reduction op) const {
     return Tensor<0>(detail::reduce_all(op, h(name(op))));

@@ -82,6 +82,9 @@ TEST(CudaGemmCompile, SingleKernelSource) {
   EXPECT_EQ(name, "kiln_gemm_tf32x3_128x64_as_ck4");
   const std::string src = kiln::cuda::gemm_source({&spec, 1});
   EXPECT_NE(src.find(" " + name + "("), std::string::npos);
+  // The templates of its variant (src/cuda/kernels/gemm_tf32x3.cuh), not the other's.
+  EXPECT_NE(src.find("struct Tf32x3Block"), std::string::npos);
+  EXPECT_EQ(src.find("struct Fp32Block"), std::string::npos);
   EXPECT_GT(kiln::cuda::compile_cubin(src, name + ".cu", "sm_90").size(), 0u);
 }
 

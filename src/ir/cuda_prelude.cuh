@@ -28,9 +28,7 @@ __device__ __forceinline__ float pow(float x, float y) {
   return powf(x, y);
 }
 __device__ __forceinline__ float rsqrt(float x) { return (float)(1.0 / sqrt((double)x)); }
-__device__ __forceinline__ float sigmoid(float x) {
-  return (float)(1.0 / (1.0 + exp(-(double)x)));
-}
+__device__ __forceinline__ float sigmoid(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 __device__ __forceinline__ float gelu(float x) {
   if (x < -15.0f) return -0.0f;
   const double xd = x;

@@ -31,7 +31,8 @@ constexpr int kThreads = 256;
 
 // One operand's BO x BK tile in flight: the outer dim o is m for a and n for c. Threads run
 // along o (outer_unit) or along k (k_unit, strided); V: float4 loads along the unit dim.
-template <int BO, int BK, int P, int L, bool V> struct Stage {
+template <int BO, int BK, int P, int L, bool V>
+struct Stage {
   static constexpr bool kFastO = L == kOuterUnit;
   static constexpr int W = V ? 4 : 1;
   static constexpr int F = kFastO ? BO : BK;
@@ -57,7 +58,7 @@ template <int BO, int BK, int P, int L, bool V> struct Stage {
       place(t, o, kk);
       const bool in = full || (o < left_o && kk < left_k);
       const long long off = L == kOuterUnit ? o + kk * sk
-                          : L == kKUnit     ? o * so + kk
+                            : L == kKUnit   ? o * so + kk
                                             : o * so + kk * sk;
       if (V) {
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

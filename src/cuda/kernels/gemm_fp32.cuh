@@ -4,14 +4,19 @@
 // CUDA C compiled by NVRTC at run time, never by the host compiler; src/cuda/gemm_source.cpp puts
 // it after gemm.cuh (kg::Args, kg::run_k) in every source with an fp32 kernel.
 namespace kg {
-template <int BM, int BN, int BK, int TM, int TN> struct Fp32Block {
+template <int BM, int BN, int BK, int TM, int TN>
+struct Fp32Block {
   static constexpr int PA = BM + 4, PC = BN + 4;
   float acc[TM][TN];
   int tx, ty;
   // A thread's rows are TM / 4 runs of 4, BM / (TM / 4) apart (and its columns likewise), so
   // that a quarter warp's float4 reads of one k row are 128 contiguous bytes.
-  static __device__ __forceinline__ int row(int ty, int i) { return (i / 4) * (BM * 4 / TM) + ty * 4 + (i % 4); }
-  static __device__ __forceinline__ int col(int tx, int j) { return (j / 4) * (BN * 4 / TN) + tx * 4 + (j % 4); }
+  static __device__ __forceinline__ int row(int ty, int i) {
+    return (i / 4) * (BM * 4 / TM) + ty * 4 + (i % 4);
+  }
+  static __device__ __forceinline__ int col(int tx, int j) {
+    return (j / 4) * (BN * 4 / TN) + tx * 4 + (j % 4);
+  }
   __device__ __forceinline__ void operator()(const float* sa, const float* sc) {
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
@@ -42,7 +47,8 @@ __device__ __forceinline__ void gemm_fp32(const Args& g) {
   __shared__ __align__(16) float sa[2][BK * B::PA];
   __shared__ __align__(16) float sc[2][BK * B::PC];
   const long long tiles_n = (g.n + BN - 1) / BN;
-  const long long m0 = (long long)blockIdx.x / tiles_n * BM, n0 = (long long)blockIdx.x % tiles_n * BN;
+  const long long m0 = (long long)blockIdx.x / tiles_n * BM,
+                  n0 = (long long)blockIdx.x % tiles_n * BN;
   const long long left_m = g.m - m0, left_n = g.n - n0;
   const bool vec_out = (g.n & 3) == 0 && ((unsigned long long)g.out & 15) == 0;
   B blk;

@@ -14,14 +14,16 @@ __device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
   hi = tf32_rna(x);
   lo = tf32_rna(x - __uint_as_float(hi));
 }
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4],
+                                         const unsigned (&b)[2]) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int BM, int BN, int BK, int WM, int WN> struct Tf32x3Block {
+template <int BM, int BN, int BK, int WM, int WN>
+struct Tf32x3Block {
   static constexpr int PA = BM + 8, PC = BN + 8;  // pitch = 8 mod 32: fragment reads hit 32 banks
   static constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
   float acc[MT][NT][4];
@@ -62,11 +64,13 @@ template <int BM, int BN, int BK, int WM, int WN> struct Tf32x3Block {
 template <int BM, int BN, int BK, int WM, int WN, int LA, bool VA, int LC, bool VC>
 __device__ __forceinline__ void gemm_tf32x3(const Args& g) {
   typedef Tf32x3Block<BM, BN, BK, WM, WN> B;
-  static_assert(WM * WN * 32 == kThreads && B::MT >= 1 && B::NT >= 1 && BK % 8 == 0, "bad tf32x3 tile");
+  static_assert(WM * WN * 32 == kThreads && B::MT >= 1 && B::NT >= 1 && BK % 8 == 0,
+                "bad tf32x3 tile");
   __shared__ __align__(16) float sa[2][BK * B::PA];
   __shared__ __align__(16) float sc[2][BK * B::PC];
   const long long tiles_n = (g.n + BN - 1) / BN;
-  const long long m0 = (long long)blockIdx.x / tiles_n * BM, n0 = (long long)blockIdx.x % tiles_n * BN;
+  const long long m0 = (long long)blockIdx.x / tiles_n * BM,
+                  n0 = (long long)blockIdx.x % tiles_n * BN;
   const long long left_m = g.m - m0, left_n = g.n - n0;
   const bool vec_out = (g.n & 1) == 0 && ((unsigned long long)g.out & 7) == 0;
   const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;

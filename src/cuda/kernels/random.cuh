@@ -7,18 +7,27 @@
 // elements: (float* out, unsigned long long n, unsigned long long seed, a, b), where a, b are
 // lo, hi as float (uniform) or mean, std as double (normal). The float arithmetic of uniform
 // uses __fsub_rn/__fmul_rn/__fadd_rn: each rounds once and is never contracted into an FMA.
-struct KilnWords { unsigned w[4]; };
+struct KilnWords {
+  unsigned w[4];
+};
 
-__device__ __forceinline__ KilnWords kiln_philox(unsigned long long block, unsigned long long seed) {
+__device__ __forceinline__ KilnWords kiln_philox(unsigned long long block,
+                                                 unsigned long long seed) {
   unsigned c0 = (unsigned)block, c1 = (unsigned)(block >> 32), c2 = 0, c3 = 0;
   unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);
-  #pragma unroll
+#pragma unroll
   for (int round = 0; round < 10; ++round) {
-    if (round > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
     const unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
     const unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
     const unsigned n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
   }
   KilnWords r = {{c0, c1, c2, c3}};
   return r;
@@ -55,7 +64,7 @@ extern "C" __global__ void kiln_normal(float* __restrict__ out, unsigned long lo
   if (first >= n) return;
   const KilnWords w = kiln_philox(b, seed);
   double z[4];
-  #pragma unroll
+#pragma unroll
   for (int pair = 0; pair < 2; ++pair) {
     const double u1 = __dmul_rn(__dadd_rn((double)w.w[2 * pair], 1.0), 2.3283064365386963e-10);
     const double t = __dmul_rn(6.283185307179586476925286766559,

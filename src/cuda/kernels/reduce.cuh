@@ -41,7 +41,8 @@ __device__ __forceinline__ float mean_out(unsigned long long a, long long n) {
   return (float)((double)(long long)a / (double)n);
 }
 
-template <class V> struct Sum {
+template <class V>
+struct Sum {
   typedef decltype(sum_acc(V())) Acc;
   static __device__ __forceinline__ Acc identity() { return sum_zero(V()); }
   static __device__ __forceinline__ Acc lift(V v, long long) { return sum_acc(v); }
@@ -50,11 +51,13 @@ template <class V> struct Sum {
     return sum_out(a, n);
   }
 };
-template <class V> struct Mean : Sum<V> {
+template <class V>
+struct Mean : Sum<V> {
   typedef typename Sum<V>::Acc Acc;
   static __device__ __forceinline__ float finish(Acc a, long long n) { return mean_out(a, n); }
 };
-template <class V, bool kMax> struct Extreme {
+template <class V, bool kMax>
+struct Extreme {
   typedef V Acc;
   static __device__ __forceinline__ Acc identity() { return kMax ? lowest(V()) : highest(V()); }
   static __device__ __forceinline__ Acc lift(V v, long long) { return v; }
@@ -63,36 +66,50 @@ template <class V, bool kMax> struct Extreme {
   }
   static __device__ __forceinline__ V finish(Acc a, long long) { return a; }
 };
-template <class V> struct ArgAcc { V v; long long i; };
-template <class V, bool kMax> struct Arg {
+template <class V>
+struct ArgAcc {
+  V v;
+  long long i;
+};
+template <class V, bool kMax>
+struct Arg {
   typedef ArgAcc<V> Acc;
   static __device__ __forceinline__ Acc identity() {
     Acc a = {kMax ? lowest(V()) : highest(V()), 0x7fffffffffffffffLL};
     return a;
   }
-  static __device__ __forceinline__ Acc lift(V v, long long j) { Acc a = {v, j}; return a; }
+  static __device__ __forceinline__ Acc lift(V v, long long j) {
+    Acc a = {v, j};
+    return a;
+  }
   static __device__ __forceinline__ Acc combine(Acc a, Acc b) {
     const bool an = nan_of(a.v), bn = nan_of(b.v);
     bool take_b;
-    if (an || bn) take_b = an && bn ? b.i < a.i : bn;
-    else if (a.v == b.v) take_b = b.i < a.i;
-    else take_b = kMax ? b.v > a.v : b.v < a.v;
+    if (an || bn)
+      take_b = an && bn ? b.i < a.i : bn;
+    else if (a.v == b.v)
+      take_b = b.i < a.i;
+    else
+      take_b = kMax ? b.v > a.v : b.v < a.v;
     return take_b ? b : a;
   }
   static __device__ __forceinline__ int finish(Acc a, long long) { return (int)a.i; }
 };
 
-template <class T> __device__ __forceinline__ T shfl_down(T a, int d) {
+template <class T>
+__device__ __forceinline__ T shfl_down(T a, int d) {
   return __shfl_down_sync(0xffffffffu, a, d);  // double, unsigned long long, float, int
 }
-template <class V> __device__ __forceinline__ ArgAcc<V> shfl_down(ArgAcc<V> a, int d) {
+template <class V>
+__device__ __forceinline__ ArgAcc<V> shfl_down(ArgAcc<V> a, int d) {
   ArgAcc<V> r = {shfl_down(a.v, d), shfl_down(a.i, d)};
   return r;
 }
 
 // The block's accumulators combined in a fixed tree (shuffles in each warp, then warp 0 over
 // the warps); the result is valid in thread 0. blockDim.x is a multiple of 32, at most 256.
-template <class P> __device__ __forceinline__ typename P::Acc block_combine(typename P::Acc a) {
+template <class P>
+__device__ __forceinline__ typename P::Acc block_combine(typename P::Acc a) {
   __shared__ typename P::Acc warp_acc[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int d = 16; d > 0; d >>= 1) a = P::combine(a, shfl_down(a, d));
@@ -111,12 +128,14 @@ template <class P> __device__ __forceinline__ typename P::Acc block_combine(type
 // kept and reduced strides of each further set (a prologue's inputs of other layouts). With
 // one set (a reduction of memory) it is extents then strides of the kept dims, then of the
 // reduced dims.
-template <int RO, int RR, int N = 1> struct Geom {
+template <int RO, int RR, int N = 1>
+struct Geom {
   long long v[4 + 2 * RO + 2 * RR + (N - 1) * (RO + RR)];
 };
 
 // The index in Geom::v of the first kept (kKept) or reduced stride of set n.
-template <int RO, int RR, bool kKept> __device__ __forceinline__ int strides_at(int n) {
+template <int RO, int RR, bool kKept>
+__device__ __forceinline__ int strides_at(int n) {
   if (n == 0) return kKept ? 4 + RO : 4 + 2 * RO + RR;
   return 4 + 2 * RO + 2 * RR + (n - 1) * (RO + RR) + (kKept ? 0 : RO);
 }
@@ -141,9 +160,13 @@ __device__ __forceinline__ void add_offsets(I i, const Geom<RO, RR, N>& g, I (&o
 }
 
 // The offsets, one per stride set, of reduced position j of the output at offsets base.
-template <int N, class I> struct Offsets { I v[N]; };
+template <int N, class I>
+struct Offsets {
+  I v[N];
+};
 template <int RO, int RR, int N, class I>
-__device__ __forceinline__ Offsets<N, I> offsets(const I (&base)[N], I j, const Geom<RO, RR, N>& g) {
+__device__ __forceinline__ Offsets<N, I> offsets(const I (&base)[N], I j,
+                                                 const Geom<RO, RR, N>& g) {
   Offsets<N, I> o;
 #pragma unroll
   for (int n = 0; n < N; ++n) o.v[n] = base[n];
@@ -154,17 +177,23 @@ __device__ __forceinline__ Offsets<N, I> offsets(const I (&base)[N], I j, const 
 // Where the values come from: x.get(off) is the value at offsets off.v (one per stride set),
 // as the policy's V. Memory reads one tensor (one set); a prologue source is generated
 // (reduce_prologue_source) and evaluates the element-wise program there.
-template <class S> struct Memory {
+template <class S>
+struct Memory {
   const S* p;
-  template <class I> __device__ __forceinline__ auto get(const Offsets<1, I>& off) const {
+  template <class I>
+  __device__ __forceinline__ auto get(const Offsets<1, I>& off) const {
     return load(p[off.v[0]]);
   }
 };
-template <class S> __device__ __forceinline__ Memory<S> source(const S* p) {
+template <class S>
+__device__ __forceinline__ Memory<S> source(const S* p) {
   Memory<S> m = {p};
   return m;
 }
-template <class X> __device__ __forceinline__ X source(const X& x) { return x; }
+template <class X>
+__device__ __forceinline__ X source(const X& x) {
+  return x;
+}
 
 // The accumulator of positions [begin, end) of the reduced sequence at offsets base, taken by
 // a thread from `first` in steps of `step`; four values in flight before they are combined
@@ -214,8 +243,10 @@ __device__ __forceinline__ void by_block(const XS& xs, O* out, typename P::Acc* 
     typename P::Acc a = run<P>(x, base, begin + threadIdx.x, end, (I)blockDim.x, g);
     a = block_combine<P>(a);
     if (threadIdx.x == 0) {
-      if (kSplit) part[w] = a;
-      else out[o] = P::finish(a, (long long)len);
+      if (kSplit)
+        part[w] = a;
+      else
+        out[o] = P::finish(a, (long long)len);
     }
   }
 }
@@ -234,8 +265,10 @@ __device__ __forceinline__ void by_thread(const XS& xs, O* out, typename P::Acc*
     I base[N];
     output_offsets(o, g, base);
     const typename P::Acc a = run<P>(x, base, begin, end, (I)1, g);
-    if (kSplit) part[(long long)o * chunks + c] = a;
-    else out[o] = P::finish(a, (long long)len);
+    if (kSplit)
+      part[(long long)o * chunks + c] = a;
+    else
+      out[o] = P::finish(a, (long long)len);
   }
 }
 

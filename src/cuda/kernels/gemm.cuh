@@ -1,8 +1,8 @@
-// kiln gemm: what both variants of kiln's own matrix-product kernels share (the host side that
-// picks and launches them, and the tiling and accuracy of each, is src/cuda/gemm_kernel.cpp).
+// kiln gemm: what both variants of kiln's own matrix-product kernels share. The host side that
+// picks and launches them, and the tiling and accuracy of each: src/cuda/matmul/gemm_kernel.cpp.
 //
 // CUDA C compiled by NVRTC at run time, never by the host compiler: cmake/KilnEmbed.cmake embeds
-// this file's bytes in kiln, and src/cuda/gemm_source.cpp makes a source of this file, the
+// this file's bytes in kiln, and src/cuda/matmul/gemm_source.cpp makes a source of this file, the
 // variant files its kernels use (gemm_fp32.cuh, gemm_tf32x3.cuh), and the extern "C" entry
 // points it generates for each kernel spec (kg::gemm_<variant> instantiated for one tile and
 // the loads of both operands).

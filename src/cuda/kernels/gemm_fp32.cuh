@@ -1,8 +1,8 @@
 // kiln gemm, variant fp32: a TM x TN register block per thread, 16 x 16 threads, one fmaf per
-// product on the CUDA cores (accuracy: src/cuda/gemm_kernel.cpp).
+// product on the CUDA cores (accuracy: src/cuda/matmul/gemm_kernel.cpp).
 //
-// CUDA C compiled by NVRTC at run time, never by the host compiler; src/cuda/gemm_source.cpp puts
-// it after gemm.cuh (kg::Args, kg::run_k) in every source with an fp32 kernel.
+// CUDA C compiled by NVRTC at run time, never by the host compiler; src/cuda/matmul/gemm_source.cpp
+// puts it after gemm.cuh (kg::Args, kg::run_k) in every source with an fp32 kernel.
 namespace kg {
 template <int BM, int BN, int BK, int TM, int TN>
 struct Fp32Block {

@@ -1,8 +1,8 @@
 // kiln gemm, variant tf32x3: mma.sync m16n8k8 on TF32 high and low parts, 8 warps of WM x WN
-// (accuracy: src/cuda/gemm_kernel.cpp).
+// (accuracy: src/cuda/matmul/gemm_kernel.cpp).
 //
-// CUDA C compiled by NVRTC at run time, never by the host compiler; src/cuda/gemm_source.cpp puts
-// it after gemm.cuh (kg::Args, kg::run_k) in every source with a tf32x3 kernel.
+// CUDA C compiled by NVRTC at run time, never by the host compiler; src/cuda/matmul/gemm_source.cpp
+// puts it after gemm.cuh (kg::Args, kg::run_k) in every source with a tf32x3 kernel.
 namespace kg {
 __device__ __forceinline__ unsigned tf32_rna(float x) {
   unsigned r;

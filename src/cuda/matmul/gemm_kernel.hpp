@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "cuda/context.hpp"
-#include "cuda/gemm_source.hpp"
+#include "cuda/matmul/gemm_source.hpp"
 #include "dispatch/backend.hpp"
 
 namespace kiln::cuda {

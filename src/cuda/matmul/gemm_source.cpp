@@ -1,4 +1,4 @@
-#include "cuda/gemm_source.hpp"
+#include "cuda/matmul/gemm_source.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The CUDA C source of kiln's own matrix-product kernels, as strings (the host side that picks
-// and launches them is src/cuda/gemm_kernel.cpp, which also explains the tiling and accuracy).
+// and launches them, and explains the tiling and accuracy, is gemm_kernel.cpp).
 //
 // Like src/cuda/reduce_source.hpp this knows nothing of devices or NVRTC: the kernel is a CUDA C
 // template (src/cuda/kernels/gemm*.cuh, embedded at build time), and a source instantiates it
@@ -14,7 +14,7 @@
 
 namespace kiln::cuda {
 
-// How the products are computed (the accuracy of each is in src/cuda/gemm_kernel.cpp).
+// How the products are computed (the accuracy of each is in src/cuda/matmul/gemm_kernel.cpp).
 enum class GemmVariant : std::uint8_t {
   fp32,    // fmaf on the CUDA cores, one sequential chain per output
   tf32x3,  // tensor cores: each operand split into TF32 high and low parts, three products

@@ -1,4 +1,4 @@
-// kiln's own CUDA matmul kernels (src/cuda/gemm_kernel.cpp): every variant, tile and operand
+// kiln's own CUDA matmul kernels (src/cuda/matmul/gemm_kernel.cpp): every variant, tile and operand
 // load compiles with NVRTC for sm_90 (no GPU needed, so this runs on CI); the tile choice and the
 // error paths; and on a GPU, every variant and tile against a float64 reference on fresh random
 // data: square, skinny, batched with a broadcast side, transposed / sliced / misaligned views, k =
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cuda/context.hpp"
-#include "cuda/gemm_kernel.hpp"
+#include "cuda/matmul/gemm_kernel.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "require_cuda.hpp"
 #include "test_support.hpp"
@@ -82,6 +82,9 @@ TEST(CudaGemmCompile, SingleKernelSource) {
   EXPECT_EQ(name, "kiln_gemm_tf32x3_128x64_as_ck4");
   const std::string src = kiln::cuda::gemm_source({&spec, 1});
   EXPECT_NE(src.find(" " + name + "("), std::string::npos);
+  // The templates of its variant (src/cuda/kernels/gemm_tf32x3.cuh), not the other's.
+  EXPECT_NE(src.find("struct Tf32x3Block"), std::string::npos);
+  EXPECT_EQ(src.find("struct Fp32Block"), std::string::npos);
   EXPECT_GT(kiln::cuda::compile_cubin(src, name + ".cu", "sm_90").size(), 0u);
 }
 

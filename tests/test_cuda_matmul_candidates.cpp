@@ -1,8 +1,8 @@
-// Every candidate the matmul tuner times on CUDA (src/cuda/matmul.cpp: the cuBLASLt heuristic's
-// algorithms and kiln's own kernels), each against a float64 reference on fresh random data, for
-// square, skinny, batched (one side broadcast) and transposed problems under both precisions.
-// The output is poisoned with NaN before every candidate, so an element a candidate never
-// writes fails. The bound per element is the one of tools/kiln/bench.cpp: 2 k 2^-24 sum|a b|
+// Every candidate the matmul tuner times on CUDA (src/cuda/matmul/matmul.cpp: the cuBLASLt
+// heuristic's algorithms and kiln's own kernels), each against a float64 reference on fresh random
+// data, for square, skinny, batched (one side broadcast) and transposed problems under both
+// precisions. The output is poisoned with NaN before every candidate, so an element a candidate
+// never writes fails. The bound per element is the one of tools/kiln/bench.cpp: 2 k 2^-24 sum|a b|
 // for strict fp32, 2^-10 sum|a b| relative under TF32 (docs/accuracy.md), each doubled.
 // Without a GPU these skip with the reason kiln::devices() gives.
 #include <cuda_runtime.h>

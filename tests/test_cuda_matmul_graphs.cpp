@@ -1,5 +1,5 @@
-// Graph replays of cuBLASLt calls (src/cuda/graph_replays.hpp, matmul.cpp): a call repeated at
-// the same addresses is captured once, on its second sighting, and replayed after that; every
+// Graph replays of cuBLASLt calls (src/cuda/matmul/graph_replays.hpp, matmul.cpp): a call repeated
+// at the same addresses is captured once, on its second sighting, and replayed after that; every
 // call, replayed or not, writes its whole output (poisoned with NaN before each) within the
 // precision's bound of a float64 reference on fresh random data. Without a GPU these skip with
 // the reason cuda::absent_reason gives.
@@ -11,7 +11,7 @@
 
 #include "cuda/context.hpp"
 #include "cuda/cuda_ops.hpp"
-#include "cuda/graph_replays.hpp"
+#include "cuda/matmul/graph_replays.hpp"
 #include "require_cuda.hpp"
 #include "test_support.hpp"
 

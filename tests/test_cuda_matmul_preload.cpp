@@ -1,5 +1,5 @@
-// preload_matmul (src/cuda/matmul.cpp, cublaslt_state.hpp): a stored cuBLASLt choice is run once
-// on scratch memory that is then freed; values that are no algorithm and problems past the
+// preload_matmul (src/cuda/matmul/matmul.cpp, cublaslt_state.hpp): a stored cuBLASLt choice is run
+// once on scratch memory that is then freed; values that are no algorithm and problems past the
 // scratch limit are left alone; the device stays usable and later products stay right.
 // Without a GPU these skip with the reason cuda::absent_reason gives.
 #include <cublasLt.h>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "cuda/context.hpp"
-#include "cuda/cublaslt_state.hpp"
 #include "cuda/cuda_ops.hpp"
-#include "cuda/matmul_algos.hpp"
+#include "cuda/matmul/cublaslt_state.hpp"
+#include "cuda/matmul/matmul_algos.hpp"
 #include "require_cuda.hpp"
 #include "test_support.hpp"
 

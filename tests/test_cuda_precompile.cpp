@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "cuda/context.hpp"
-#include "cuda/gemm_source.hpp"
+#include "cuda/matmul/gemm_source.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/random_source.hpp"
 #include "cuda/reduce_source.hpp"

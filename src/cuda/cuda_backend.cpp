@@ -1,9 +1,9 @@
 #include "cuda/cuda_backend.hpp"
 
 #include "cuda/check.hpp"
-#include "cuda/cublaslt_state.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/matmul/cublaslt_state.hpp"
 #include "cuda/precompile.hpp"
 
 namespace kiln::cuda {

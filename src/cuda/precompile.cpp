@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "cuda/gemm_source.hpp"
+#include "cuda/matmul/gemm_source.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/random_source.hpp"
 #include "cuda/reduce_source.hpp"

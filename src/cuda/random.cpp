@@ -1,4 +1,4 @@
-// Random tensors on CUDA: one thread per Philox block of four elements (random_source.cpp).
+// Random tensors on CUDA: one thread per Philox block of four elements (kernels/random.cuh).
 #include <string>
 
 #include "cuda/cuda_ops.hpp"

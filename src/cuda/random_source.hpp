@@ -1,5 +1,6 @@
 // The CUDA C source of the random kernels: src/core/philox.hpp's mapping, statement for
-// statement, so that a seed gives the same tensor on the CPU and on CUDA.
+// statement, so that a seed gives the same tensor on the CPU and on CUDA. The text is
+// src/cuda/kernels/random.cuh, embedded at build time (cmake/KilnEmbed.cmake).
 #pragma once
 
 #include <string>

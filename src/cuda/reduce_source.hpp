@@ -1,9 +1,10 @@
 // The CUDA C source of the reduction kernels (sum, mean, max, min, argmax, argmin), as strings.
 //
 // Like src/ir/cuda_codegen.hpp this knows nothing of devices or NVRTC: the kernels are CUDA C
-// templates (one policy per op, one loop per variant) and a source instantiates them with
-// extern "C" entry points named after everything they are specialised on, so that one source
-// can batch many kernels (the compile test does) and a run-time source holds just one.
+// templates (one policy per op, one loop per variant, in src/cuda/kernels/reduce.cuh, embedded
+// at build time) and a source instantiates them with extern "C" entry points named after
+// everything they are specialised on, so that one source can batch many kernels (the compile
+// test does) and a run-time source holds just one.
 #pragma once
 
 #include <cstddef>

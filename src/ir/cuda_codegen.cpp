@@ -2,89 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "embed/ir/cuda_prelude.cuh.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::ir {
 namespace {
-
-// The meaning of every op that is not a single C operator, for one element. Each function
-// matches its namesake in src/cpu/kernel_math.hpp: signed zeros, NaN, saturation and
-// wrap-around included. Accuracy of the float functions (sinf, expf, ...): docs/accuracy.md.
-const char* const kPrelude = R"(// kiln CUDA prelude
-namespace kiln {
-__device__ __forceinline__ bool isnan_f(float x) { return x != x; }
-__device__ __forceinline__ int wrap(unsigned x) { return (int)x; }
-__device__ __forceinline__ int neg(int x) { return wrap(0u - (unsigned)x); }
-__device__ __forceinline__ float neg(float x) { return -x; }
-__device__ __forceinline__ int abs(int x) { return x < 0 ? neg(x) : x; }
-__device__ __forceinline__ float abs(float x) { return fabsf(x); }
-__device__ __forceinline__ int relu(int x) { return x < 0 ? 0 : x; }
-__device__ __forceinline__ float relu(float x) { return x <= 0.0f ? 0.0f : x; }
-__device__ __forceinline__ int add(int a, int b) { return wrap((unsigned)a + (unsigned)b); }
-__device__ __forceinline__ int sub(int a, int b) { return wrap((unsigned)a - (unsigned)b); }
-__device__ __forceinline__ int mul(int a, int b) { return wrap((unsigned)a * (unsigned)b); }
-__device__ __forceinline__ float add(float a, float b) { return a + b; }
-__device__ __forceinline__ float sub(float a, float b) { return a - b; }
-__device__ __forceinline__ float mul(float a, float b) { return a * b; }
-__device__ __forceinline__ float div(float a, float b) { return a / b; }
-__device__ __forceinline__ float pow(float x, float y) {
-  if (y == 0.0f || x == 1.0f) return 1.0f;
-  return powf(x, y);
-}
-__device__ __forceinline__ float rsqrt(float x) { return (float)(1.0 / sqrt((double)x)); }
-__device__ __forceinline__ float sigmoid(float x) {
-  return (float)(1.0 / (1.0 + exp(-(double)x)));
-}
-__device__ __forceinline__ float gelu(float x) {
-  if (x < -15.0f) return -0.0f;
-  const double xd = x;
-  return (float)(0.5 * xd * erfc(-xd * 0.70710678118654752440));
-}
-// sin and cos take a short path where |x| <= pi/4 (the common case of activations and
-// normalised data): no argument reduction, one polynomial fitted for kiln on [0, pi/4]
-// (max error 0.69 ULP for sin, 0.55 for cos, over every float there; docs/accuracy.md). The
-// fused multiply-adds are written out, so --fmad=false leaves them alone. Elsewhere, CUDA's
-// sinf/cosf with their full reduction; a warp whose lanes all take the short path skips it.
-__device__ __forceinline__ float sin(float x) {
-  const float ax = fabsf(x);
-  if (ax < 0x1p-12f) return x;  // sin(x) rounds to x, and sin(-0) = -0
-  if (ax > 0.785398185f) return sinf(x);
-  const float s = __fmul_rn(x, x);
-  const float p = __fmaf_rn(__fmaf_rn(-1.95096945e-4f, s, 8.33211653e-3f), s, -1.66666538e-1f);
-  return __fmaf_rn(__fmul_rn(x, s), p, x);
-}
-__device__ __forceinline__ float cos(float x) {
-  if (!(fabsf(x) <= 0.785398185f)) return cosf(x);
-  const float s = __fmul_rn(x, x);
-  const float s_lo = __fmaf_rn(x, x, -s);  // s + s_lo = x * x exactly
-  const float hz = __fmul_rn(0.5f, s);
-  const float a = __fsub_rn(1.0f, hz);
-  const float e = __fsub_rn(__fsub_rn(1.0f, a), hz);  // 1 - hz = a + e exactly
-  const float q = __fmaf_rn(__fmaf_rn(2.44287457e-5f, s, -1.38872769e-3f), s, 4.16666456e-2f);
-  return __fadd_rn(a, __fmaf_rn(__fmul_rn(s, s), q, __fsub_rn(e, __fmul_rn(0.5f, s_lo))));
-}
-__device__ __forceinline__ int minimum(int a, int b) { return a < b ? a : b; }
-__device__ __forceinline__ int maximum(int a, int b) { return a > b ? a : b; }
-__device__ __forceinline__ float minimum(float a, float b) {
-  if (isnan_f(a)) return a;
-  if (isnan_f(b)) return b;
-  if (a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-__device__ __forceinline__ float maximum(float a, float b) {
-  if (isnan_f(a)) return a;
-  if (isnan_f(b)) return b;
-  if (a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-__device__ __forceinline__ int f32_to_i32(float x) {
-  if (isnan_f(x)) return 0;
-  if (x >= 2147483648.0f) return 2147483647;
-  if (x < -2147483648.0f) return -2147483647 - 1;
-  return (int)x;
-}
-}  // namespace kiln
-)";
 
 const char* value_type(DType t) { return cuda_value_type(t); }
 
@@ -244,8 +166,10 @@ const char* cuda_storage_type(DType t) {
   }
 }
 
+// The prelude is CUDA C of its own, src/ir/cuda_prelude.cuh, embedded at build time; what each
+// kernel adds to it (body, geometry, entry point) is generated below.
 const std::string& cuda_prelude() {
-  static const std::string s = kPrelude;
+  static const std::string s(embed::ir_cuda_prelude_cuh);
   return s;
 }
 

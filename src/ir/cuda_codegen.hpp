@@ -3,7 +3,8 @@
 // The generator knows nothing of devices or NVRTC (it runs, and is tested, without a GPU). It
 // emits one kernel per (program, layout): the program's nodes become one statement each in a
 // body function, and the kernel walks the elements with a grid-stride loop. What each op
-// computes is the CUDA prelude below, which mirrors src/cpu/kernel_math.hpp case for case.
+// computes is the CUDA prelude (src/ir/cuda_prelude.cuh, embedded at build time), which mirrors
+// src/cpu/kernel_math.hpp case for case.
 #pragma once
 
 #include <cstdint>

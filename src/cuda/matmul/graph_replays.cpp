@@ -1,4 +1,4 @@
-#include "cuda/graph_replays.hpp"
+#include "cuda/matmul/graph_replays.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cuda/matmul_bench.hpp"
+#include "cuda/matmul/matmul_bench.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// kiln's own matrix-product kernels on CUDA (generated CUDA C, src/cuda/gemm_source.cpp,
+// kiln's own matrix-product kernels on CUDA (CUDA C in src/cuda/kernels/gemm*.cuh, gemm_source.cpp,
 // compiled with NVRTC for the device's exact architecture): candidates beside cuBLASLt's
 // algorithms. The tiling and the accuracy of each variant are explained in gemm_kernel.cpp.
 #pragma once
@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "cuda/context.hpp"
-#include "cuda/gemm_source.hpp"
 #include "backend/backend.hpp"
+#include "cuda/matmul/gemm_source.hpp"
 
 namespace kiln::cuda {
 

@@ -1,4 +1,4 @@
-#include "cuda/matmul_algos.hpp"
+#include "cuda/matmul/matmul_algos.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cuda/cublaslt_state.hpp"
+#include "cuda/matmul/cublaslt_state.hpp"
 
 #include <map>
 #include <mutex>

@@ -1,10 +1,10 @@
 // The CUDA C source of kiln's own matrix-product kernels, as strings (the host side that picks
-// and launches them is src/cuda/gemm_kernel.cpp, which also explains the tiling and accuracy).
+// and launches them, and explains the tiling and accuracy, is gemm_kernel.cpp).
 //
 // Like src/cuda/reduce_source.hpp this knows nothing of devices or NVRTC: the kernel is a CUDA C
-// template, and a source instantiates it with extern "C" entry points named after everything
-// they are specialised on, so one source can batch many kernels (the compile test does) and a
-// run-time source holds just one.
+// template (src/cuda/kernels/gemm*.cuh, embedded at build time), and a source instantiates it
+// with extern "C" entry points named after everything they are specialised on, so one source can
+// batch many kernels (the compile test does) and a run-time source holds just one.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 namespace kiln::cuda {
 
-// How the products are computed (the accuracy of each is in src/cuda/gemm_kernel.cpp).
+// How the products are computed (the accuracy of each is in src/cuda/matmul/gemm_kernel.cpp).
 enum class GemmVariant : std::uint8_t {
   fp32,    // fmaf on the CUDA cores, one sequential chain per output
   tf32x3,  // tensor cores: each operand split into TF32 high and low parts, three products
@@ -61,7 +61,8 @@ struct GemmKernelSpec {
 // over batches in steps of gridDim.y), no dynamic shared memory.
 std::string gemm_kernel_name(const GemmKernelSpec& spec);
 
-// One complete source with the entry points of `specs`.
+// One complete source with the entry points of `specs` (and the templates of the variants they
+// use, no others).
 std::string gemm_source(std::span<const GemmKernelSpec> specs);
 
 // For every (variant, tile), kernels that use every load of a and every load of c (9, not the

@@ -1,5 +1,6 @@
-// kiln's own matrix products on CUDA: out[b] = a[b] @ c[b] with a generated kernel
-// (src/cuda/gemm_source.cpp) compiled by NVRTC for the device's exact sm_XY.
+// kiln's own matrix products on CUDA: out[b] = a[b] @ c[b] with a kernel of
+// src/cuda/kernels/gemm*.cuh (instantiated by src/cuda/matmul/gemm_source.cpp) compiled by NVRTC
+// for the device's exact sm_XY.
 //
 // Tiling. A block of 256 threads computes one BM x BN tile of one output matrix (grid.x: the
 // tiles, n fastest; grid.y: batches, each block looping over batch indices in steps of
@@ -35,7 +36,7 @@
 //   finite), and parts below FLT_MIN may be flushed by the tensor cores (an absolute error near
 //   2^-126 |other operand|). The order of sums inside one mma is the hardware's, so values are
 //   deterministic but not those of fp32.
-#include "cuda/gemm_kernel.hpp"
+#include "cuda/matmul/gemm_kernel.hpp"
 
 #include <fmt/format.h>
 
@@ -53,7 +54,7 @@
 namespace kiln::cuda {
 namespace {
 
-// kg::Args of the generated source, field for field (all 8 bytes, so the layouts agree).
+// kg::Args of src/cuda/kernels/gemm.cuh, field for field (all 8 bytes, so the layouts agree).
 struct Args {
   const float* a;
   const float* c;

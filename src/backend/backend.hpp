@@ -1,13 +1,22 @@
 // The interface every backend implements, and decorators (fusion) wrap.
 //
 // The front end (src/frontend/ops_*.cpp) checks shapes, dtypes and devices, broadcasts by giving
-// inputs stride-0 dimensions, allocates outputs with `empty`, and then calls one of these.
-// A backend may run the call asynchronously; `download` and `sync` wait.
+// inputs stride-0 dimensions, asks `supports` whether the device's chain runs the dtypes, allocates
+// outputs with `empty`, and then calls one of these. A backend may run the call asynchronously;
+// `download` and `sync` wait.
+//
+// What a backend sees of a tensor: a TensorImpl, a view (shape, element strides, element offset)
+// over a buffer. A broadcast dim has stride 0; a transposed or sliced view has the strides and
+// offset of its base; an empty tensor (a zero extent) may have no memory. A call's outputs never
+// share memory with its inputs. A decorator that records calls instead of running them (fusion)
+// keeps the TensorImpl objects it was given: their identity (the address, held by a Handle) is
+// what a later call names, and memory is bound to an output's buffer when the recorded work runs.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/tensor_impl.hpp"
 #include "ir/program.hpp"
@@ -44,6 +53,24 @@ struct RandomSpec {
   enum class Kind : std::uint8_t { uniform, normal } kind = Kind::uniform;
   double a = 0.0;  // uniform: lo; normal: mean
   double b = 1.0;  // uniform: hi; normal: std
+};
+
+// The interface's version. An implementation states the one it was written for
+// (static_assert(kBackendInterfaceVersion == 2)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 2;
+
+// The kinds of call `supports` is asked about.
+enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random };
+const char* backend_op_name(BackendOp op);
+
+// What the CPU and CUDA backends run today (each answers supports() with it until their dtypes
+// differ): element-wise work and reductions on every dtype, matmul and random on f32 only.
+bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes);
+
+// One fact a backend reports about itself for `kiln doctor` and `kiln info` ("simd target",
+// "avx3"), read through the registry's diagnostics.
+struct BackendFeature {
+  std::string name, value;
 };
 
 class Backend {
@@ -85,6 +112,57 @@ class Backend {
 
   // Waits for every op queued on this device.
   virtual void sync() = 0;
+  // Runs what this layer has recorded and not run yet (nothing, for a backend that runs each
+  // call); decorators pass it on.
+  virtual void flush() {}
+
+  // Whether this backend runs `op` with operands of these dtypes (elementwise: every dtype the
+  // program reads or writes; reduce: the input's; matmul: a's and b's; random: the output's).
+  // The front end asks it instead of knowing each backend's dtypes.
+  virtual bool supports(BackendOp op, std::span<const DType> dtypes) const = 0;
+  // This layer's facts (a decorator's own, not its inner's).
+  virtual std::vector<BackendFeature> features() const { return {}; }
+};
+
+// The base of every decorator: forwards each call to the backend below it, so a decorator
+// overrides only what it changes, and is named "<tag><inner's name>".
+class Decorator : public Backend {
+ public:
+  Decorator(const char* tag, Backend& inner) : tag_(tag), inner_(inner) {}
+  Backend& inner() const { return inner_; }
+
+  std::string name() const override { return std::string(tag_) + "<" + inner_.name() + ">"; }
+  Device device() const override { return inner_.device(); }
+  std::uint64_t memory_capacity() const override { return inner_.memory_capacity(); }
+  Handle empty(const Dims& shape, DType dtype) override { return inner_.empty(shape, dtype); }
+  void upload(const void* src, const TensorImpl& t) override { inner_.upload(src, t); }
+  void download(const TensorImpl& t, void* dst) override { inner_.download(t, dst); }
+  void elementwise(const ir::Program& program, std::span<const TensorImpl* const> inputs,
+                   std::span<const double> scalars,
+                   std::span<const TensorImpl* const> outputs) override {
+    inner_.elementwise(program, inputs, scalars, outputs);
+  }
+  void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) override {
+    inner_.reduce(op, x, dim, out);
+  }
+  bool reduce_prologue(ReduceOp op, const Prologue& p, int dim, const TensorImpl& out) override {
+    return inner_.reduce_prologue(op, p, dim, out);
+  }
+  void matmul(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out) override {
+    inner_.matmul(a, c, out);
+  }
+  void random(const RandomSpec& spec, std::uint64_t seed, const TensorImpl& out) override {
+    inner_.random(spec, seed, out);
+  }
+  void sync() override { inner_.sync(); }
+  void flush() override { inner_.flush(); }
+  bool supports(BackendOp op, std::span<const DType> dtypes) const override {
+    return inner_.supports(op, dtypes);
+  }
+
+ private:
+  const char* tag_;
+  Backend& inner_;
 };
 
 }  // namespace kiln::detail

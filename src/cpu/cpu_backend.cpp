@@ -74,4 +74,8 @@ void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
   cpu::random(spec, seed, out);
 }
 
+bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
+  return detail::supports_common_dtypes(op, dtypes);
+}
+
 }  // namespace kiln::cpu

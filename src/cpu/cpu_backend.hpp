@@ -7,6 +7,7 @@ namespace kiln::cpu {
 
 class CpuBackend final : public detail::Backend {
  public:
+  static_assert(detail::kBackendInterfaceVersion == 2);
   std::string name() const override;  // "cpu<avx2>", "cpu<scalar>"
   Device device() const override { return Device::cpu(); }
   std::uint64_t memory_capacity() const override;
@@ -25,6 +26,7 @@ class CpuBackend final : public detail::Backend {
   void random(const detail::RandomSpec& spec, std::uint64_t seed,
               const detail::TensorImpl& out) override;
   void sync() override {}  // CPU ops run to completion on the calling thread
+  bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
 };
 
 }  // namespace kiln::cpu

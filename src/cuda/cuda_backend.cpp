@@ -67,4 +67,8 @@ void CudaBackend::sync() {
   KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
 }
 
+bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
+  return detail::supports_common_dtypes(op, dtypes);
+}
+
 }  // namespace kiln::cuda

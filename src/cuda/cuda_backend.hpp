@@ -12,6 +12,7 @@ namespace kiln::cuda {
 
 class CudaBackend final : public detail::Backend {
  public:
+  static_assert(detail::kBackendInterfaceVersion == 2);
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
   Device device() const override { return ctx_.device; }
@@ -31,6 +32,7 @@ class CudaBackend final : public detail::Backend {
   void random(const detail::RandomSpec& spec, std::uint64_t seed,
               const detail::TensorImpl& out) override;
   void sync() override;
+  bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
 
  private:
   Context& ctx_;

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <vector>
 
 #include "core/runtime_config.hpp"
 #include "cpu/cpu_backend.hpp"
@@ -26,31 +28,74 @@ namespace detail {
 
 namespace {
 
-// One device's chain: its backend and, when compiled in, the fusion decorator over it.
-struct Chain {
-  std::unique_ptr<Backend> inner;
+// The decorators of every device's chain, innermost first: adding one is one line here. `live`
+// says whether the decorator is in the chain now (a feature switched off at run time is left
+// out); nullptr means always.
+struct DecoratorKind {
+  bool (*live)();
+  std::unique_ptr<Backend> (*make)(Backend& inner);
+};
+constexpr DecoratorKind kDecoratorList[] = {
 #if KILN_WITH_FUSION
-  std::unique_ptr<fusion::Fusion> fused;
+    {fusion_live, [](Backend& inner) -> std::unique_ptr<Backend> {
+       return std::make_unique<fusion::Fusion>(inner);
+     }},
 #endif
-  explicit Chain(std::unique_ptr<Backend> b) : inner(std::move(b)) {
+    {nullptr, nullptr},  // (the end: an array cannot be empty)
+};
+constexpr std::span<const DecoratorKind> kDecorators(kDecoratorList, std::size(kDecoratorList) - 1);
+static_assert(std::size(kDecoratorList) - 1 < 8, "a chain's stacks are indexed by a byte");
+
+// One device's chain: its backend, and one stack of decorators over it for each set of live
+// decorators met so far (made at first use, kept while the process lives, so a tensor recorded
+// by a decorator never outlives it). Every op asks for the stack of the decorators live now.
+class Chain {
+ public:
+  explicit Chain(std::unique_ptr<Backend> b) : backend_(std::move(b)) {
     // The environment's switches (KILN_LOG included) are checked at a device's first op in every
     // build, also one whose compiled-in features never read the configuration; a bad value
     // throws here, and the chain is made again at the next op.
     (void)kiln::config();
-#if KILN_WITH_FUSION
-    fused = std::make_unique<fusion::Fusion>(*inner);
-    set_before_fusion_switch(&flush_fused_devices);
-#endif
+    if (!kDecorators.empty()) set_before_fusion_switch(&flush_fused_devices);
   }
+
   Backend& live() {
-#if KILN_WITH_FUSION
-    if (fusion_live()) return *fused;
-#endif
-    return *inner;
+    unsigned mask = 0, bit = 1;
+    for (const DecoratorKind& d : kDecorators) {
+      if (!d.live || d.live()) mask |= bit;
+      bit <<= 1;
+    }
+    if (Backend* top = tops_[mask].load(std::memory_order_acquire)) return *top;
+    std::lock_guard lock(mu_);
+    if (Backend* top = tops_[mask].load(std::memory_order_relaxed)) return *top;
+    Backend* top = backend_.get();
+    bit = 1;
+    for (const DecoratorKind& d : kDecorators) {
+      if (mask & bit) {
+        owned_.push_back(d.make(*top));
+        top = owned_.back().get();
+      }
+      bit <<= 1;
+    }
+    tops_[mask].store(top, std::memory_order_release);
+    return *top;
   }
+
+  // Runs what every stack's decorators have recorded.
+  void flush() {
+    std::lock_guard lock(mu_);
+    for (auto& top : tops_)
+      if (Backend* b = top.load(std::memory_order_acquire)) b->flush();
+  }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Backend>> owned_;
+  std::array<std::atomic<Backend*>, std::size_t{1} << (std::size(kDecoratorList) - 1)> tops_{};
 };
 
-#if KILN_WITH_CUDA || KILN_WITH_FUSION
+#if KILN_WITH_CUDA
 // The CUDA devices' chains, by device index, made at first use and never destroyed. Every op
 // looks its device's chain up, so a lookup is one atomic load; only making one takes the lock.
 constexpr std::size_t kMaxCudaDevices = 64;
@@ -87,10 +132,10 @@ Backend& backend(Device device) {
 }
 
 void flush_fused_devices() {
-#if KILN_WITH_FUSION
-  cpu_chain().fused->flush();
+  cpu_chain().flush();
+#if KILN_WITH_CUDA
   for (auto& chain : cuda_chains)
-    if (Chain* c = chain.load(std::memory_order_acquire)) c->fused->flush();
+    if (Chain* c = chain.load(std::memory_order_acquire)) c->flush();
 #endif
 }
 

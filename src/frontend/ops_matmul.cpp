@@ -24,11 +24,13 @@ TensorImpl as_batched(const TensorImpl& x, std::int64_t batch) {
 
 Handle matmul(const Handle& a, const Handle& b) {
   Device d = common_device("matmul", {&a, &b});
+  Backend& be = backend_of(d);
+  const DType dtypes[] = {a->dtype, b->dtype};
+  if (!be.supports(BackendOp::matmul, dtypes)) {
+    throw DTypeError(fmt::format("matmul: {} does not run {} x {} operands", be.name(),
+                                 dtype_name(a->dtype), dtype_name(b->dtype)));
+  }
   for (const Handle* t : {&a, &b}) {
-    if ((*t)->dtype != DType::f32) {
-      throw DTypeError(
-          fmt::format("matmul: only f32 is supported, got {}", dtype_name((*t)->dtype)));
-    }
     if ((*t)->rank() != 2 && (*t)->rank() != 3) {
       throw ShapeError(fmt::format("matmul: needs rank 2 or 3, got {}", format_dims((*t)->shape)));
     }
@@ -45,7 +47,6 @@ Handle matmul(const Handle& a, const Handle& b) {
                                  format_dims(b->shape)));
   }
   const std::int64_t batch = ba == 1 ? bb : ba;
-  Backend& be = backend_of(d);
   Handle out = allocate("matmul", be, {batch, m, n}, DType::f32);
   if (out->numel() > 0) be.matmul(as_batched(*a, batch), as_batched(*b, batch), *out);
   if (a->rank() == 2 && b->rank() == 2) return view(*out, {m, n}, {n, 1}, out->offset);

@@ -33,25 +33,4 @@ int normalize_dim(const char* op, std::int64_t dim, int rank) {
   return static_cast<int>(dim < 0 ? dim + rank : dim);
 }
 
-const char* reduce_name(ReduceOp op) {
-  constexpr const char* names[] = {"sum", "mean", "max", "min", "argmax", "argmin"};
-  return names[static_cast<int>(op)];
-}
-
-DType reduce_result_dtype(ReduceOp op, DType in) {
-  switch (op) {
-    case ReduceOp::sum:
-      return in == DType::f32 ? DType::f32 : DType::i32;
-    case ReduceOp::mean:
-      return DType::f32;
-    case ReduceOp::max:
-    case ReduceOp::min:
-      return in;
-    case ReduceOp::argmax:
-    case ReduceOp::argmin:
-      return DType::i32;
-  }
-  return in;
-}
-
 }  // namespace kiln::detail

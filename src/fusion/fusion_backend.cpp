@@ -98,7 +98,7 @@ bool reduce_with_prologue(detail::Backend& inner, Group& g, detail::ReduceOp op,
 detail::Handle Fusion::empty(const Dims& shape, DType dtype) {
   auto t = detail::make_recycled<detail::TensorImpl>();
   t->buffer = detail::make_recycled<PendingBuffer>(detail::numel(shape), dtype);
-  t->device = inner_.device();
+  t->device = inner().device();
   t->dtype = dtype;
   t->shape = shape;
   t->strides = detail::contiguous_strides(shape);
@@ -106,29 +106,29 @@ detail::Handle Fusion::empty(const Dims& shape, DType dtype) {
 }
 
 void Fusion::bind(const detail::TensorImpl& t) {
-  if (PendingBuffer* p = unbound(t)) p->bind(inner_.empty({p->numel()}, p->dtype())->buffer);
+  if (PendingBuffer* p = unbound(t)) p->bind(inner().empty({p->numel()}, p->dtype())->buffer);
 }
 
 void Fusion::upload(const void* src, const detail::TensorImpl& t) {
   bind(t);
-  inner_.upload(src, t);
+  inner().upload(src, t);
 }
 
 void Fusion::random(const detail::RandomSpec& spec, std::uint64_t seed,
                     const detail::TensorImpl& out) {
   bind(out);
-  inner_.random(spec, seed, out);
+  inner().random(spec, seed, out);
 }
 
 void Fusion::download(const detail::TensorImpl& t, void* dst) {
   flush();
   require_memory(t);
-  inner_.download(t, dst);
+  inner().download(t, dst);
 }
 
 void Fusion::sync() {
   flush();
-  inner_.sync();
+  inner().sync();
 }
 
 void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
@@ -137,13 +137,13 @@ void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
     std::lock_guard lock(mu_);
     if (group_.reads_in_registers(x) && x.shape == group_.shape) {
       bind(out);
-      if (reduce_with_prologue(inner_, group_, op, x, dim, out)) return;
+      if (reduce_with_prologue(inner(), group_, op, x, dim, out)) return;
     }
     flush_locked();
   }
   require_memory(x);
   bind(out);
-  inner_.reduce(op, x, dim, out);
+  inner().reduce(op, x, dim, out);
 }
 
 void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
@@ -152,7 +152,7 @@ void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
   require_memory(a);
   require_memory(b);
   bind(out);
-  inner_.matmul(a, b, out);
+  inner().matmul(a, b, out);
 }
 
 void Fusion::elementwise(const ir::Program& program,
@@ -165,7 +165,7 @@ void Fusion::elementwise(const ir::Program& program,
     flush_locked();
     for (const detail::TensorImpl* t : inputs) require_memory(*t);
     for (const detail::TensorImpl* t : outputs) bind(*t);
-    inner_.elementwise(program, inputs, scalars, outputs);
+    inner().elementwise(program, inputs, scalars, outputs);
     return;
   }
   // A pending result read other than element for element must exist in memory first.
@@ -220,22 +220,22 @@ void Fusion::flush_locked() {
     }
   }
   if (live_.empty()) {  // nothing observable: the whole group is dead code
-    trace_unread(inner_.device(), g);
+    trace_unread(inner().device(), g);
     count_unread(g);
     return;
   }
   const PlanLookup found = plan_for(g.program);
   const Plan& plan = *found.plan;
-  trace(inner_.device(), g, plan, found.hit);
+  trace(inner().device(), g, plan, found.hit);
 
   for (auto slot : plan.input_slots) run_inputs_.push_back(&g.inputs[slot]);
   for (auto slot : plan.scalar_slots) run_scalars_.push_back(g.scalars[slot]);
   for (const auto& p : live_) {
-    run_handles_.push_back(inner_.empty(g.shape, p->dtype()));
+    run_handles_.push_back(inner().empty(g.shape, p->dtype()));
     p->bind(run_handles_.back()->buffer);
     run_outputs_.push_back(run_handles_.back().get());
   }
-  inner_.elementwise(plan.program, run_inputs_, run_scalars_, run_outputs_);
+  inner().elementwise(plan.program, run_inputs_, run_scalars_, run_outputs_);
   count_group(g, plan, found.hit, run_inputs_);
 }
 

@@ -26,13 +26,11 @@
 
 namespace kiln::fusion {
 
-class Fusion final : public detail::Backend {
+class Fusion final : public detail::Decorator {
  public:
-  explicit Fusion(detail::Backend& inner) : inner_(inner) { summary_at_exit(); }
+  static_assert(detail::kBackendInterfaceVersion == 2);
+  explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
-  std::string name() const override { return "fusion<" + inner_.name() + ">"; }
-  Device device() const override { return inner_.device(); }
-  std::uint64_t memory_capacity() const override { return inner_.memory_capacity(); }
   detail::Handle empty(const Dims& shape, DType dtype) override;
   void upload(const void* src, const detail::TensorImpl& t) override;
   void download(const detail::TensorImpl& t, void* dst) override;
@@ -46,15 +44,13 @@ class Fusion final : public detail::Backend {
   void random(const detail::RandomSpec& spec, std::uint64_t seed,
               const detail::TensorImpl& out) override;
   void sync() override;
-
   // Runs the open group, if any.
-  void flush();
+  void flush() override;
 
  private:
   void flush_locked();
   void bind(const detail::TensorImpl& t);  // gives t memory if it has none yet
 
-  detail::Backend& inner_;
   std::mutex mu_;
   Group group_;
   std::uint64_t serial_ = 1;

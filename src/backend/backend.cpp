@@ -1,0 +1,55 @@
+// The names and result dtypes the interface declares (backend.hpp).
+#include "backend/backend.hpp"
+
+namespace kiln::detail {
+
+const char* reduce_name(ReduceOp op) {
+  constexpr const char* names[] = {"sum", "mean", "max", "min", "argmax", "argmin"};
+  return names[static_cast<int>(op)];
+}
+
+DType reduce_result_dtype(ReduceOp op, DType in) {
+  switch (op) {
+    case ReduceOp::sum:
+      return in == DType::f32 ? DType::f32 : DType::i32;
+    case ReduceOp::mean:
+      return DType::f32;
+    case ReduceOp::max:
+    case ReduceOp::min:
+      return in;
+    case ReduceOp::argmax:
+    case ReduceOp::argmin:
+      return DType::i32;
+  }
+  return in;
+}
+
+const char* backend_op_name(BackendOp op) {
+  switch (op) {
+    case BackendOp::elementwise:
+      return "elementwise";
+    case BackendOp::reduce:
+      return "reduce";
+    case BackendOp::matmul:
+      return "matmul";
+    case BackendOp::random:
+      return "random";
+  }
+  return "?";
+}
+
+bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
+  switch (op) {
+    case BackendOp::elementwise:
+    case BackendOp::reduce:
+      return true;
+    case BackendOp::matmul:
+    case BackendOp::random:
+      for (DType t : dtypes)
+        if (t != DType::f32) return false;
+      return true;
+  }
+  return false;
+}
+
+}  // namespace kiln::detail

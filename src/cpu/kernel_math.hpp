@@ -141,7 +141,8 @@ inline void check_unary(ir::Op op, DType in, DType out_t) {
       if (!detail::valid_dtype(out_t)) detail::throw_unsupported(op, out_t);
       return;
     default:
-      throw Error(std::string("unary kernel: ") + kernel_op_name(op) + " is not a unary op");
+      throw InternalError(std::string("unary kernel: ") + kernel_op_name(op) +
+                          " is not a unary op");
   }
   if (out_t != in) {
     throw DTypeError(std::string(kernel_op_name(op)) + ": result dtype " + dtype_name(out_t) +
@@ -173,7 +174,8 @@ inline void check_binary(ir::Op op, DType in) {
       if (!detail::valid_dtype(in)) detail::throw_unsupported(op, in);
       return;
     default:
-      throw Error(std::string("binary kernel: ") + kernel_op_name(op) + " is not a binary op");
+      throw InternalError(std::string("binary kernel: ") + kernel_op_name(op) +
+                          " is not a binary op");
   }
 }
 

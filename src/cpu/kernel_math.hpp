@@ -1,9 +1,10 @@
 // What each element-wise op computes on one 32-bit lane, shared by both kernel tables.
 //
-// scalar_kernels.cpp is these functions in loops. simd_kernels.cpp computes the same results
-// with Highway vectors and falls back to these functions, lane by lane, for a vector that holds
-// an argument outside the range where its SIMD routine is accurate (docs/accuracy.md). Keeping
-// the edge cases (NaN, signed zeros, saturation, wrap-around) here makes the tables agree.
+// scalar_kernels.cpp is these functions in loops. The SIMD kernels (simd_unary.cpp,
+// simd_binary.cpp) compute the same results with Highway vectors and fall back to these
+// functions, lane by lane, for a vector that holds an argument outside the range where its SIMD
+// routine is accurate (docs/accuracy.md). Keeping the edge cases (NaN, signed zeros,
+// saturation, wrap-around) here makes the tables agree.
 //
 // The check_* functions reject (op, dtype) combinations that no kernel implements; both tables
 // call them first, so the error messages are the same whichever table runs.

@@ -16,6 +16,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libopenblas-dev libsqlite3-dev
           libfmt-dev libcli11-dev libgtest-dev googletest libbenchmark-dev python3-numpy)
+# The clang preset builds with clang++-14, the clang Debian 12 ships.
+if [[ $preset == clang ]]; then
+  packages+=(clang-14)
+fi
 
 if ! command -v dpkg-query >/dev/null; then
   echo "setup: dpkg-query not found; this script knows Debian's package names only." \

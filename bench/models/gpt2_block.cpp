@@ -108,7 +108,7 @@ double seconds_since(Clock::time_point t) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (!v) throw std::invalid_argument(a + " needs a value");
@@ -124,7 +124,6 @@ Options parse(int argc, char** argv) {
     } else {
       throw std::invalid_argument("unknown argument " + a);
     }
-    ++i;
   }
   if (o.batch < 1 || o.seq < 1 || o.runs < 0)
     throw std::invalid_argument("--batch and --seq must be positive, --runs not negative");

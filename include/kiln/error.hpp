@@ -46,4 +46,11 @@ class OutOfMemoryError : public Error {
   using Error::Error;
 };
 
+// A kiln bug, not the caller's: an invariant kiln itself broke (an unreachable switch default, an
+// internal call whose arguments disagree). Never raised by bad user input; please report it.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace kiln

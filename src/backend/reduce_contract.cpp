@@ -44,7 +44,7 @@ void check_reduce_call(ReduceOp op, const TensorImpl& x, int dim, const TensorIm
 TensorImpl prologue_value(const Prologue& p) {
   if (p.program.outputs.size() != 1 || p.program.inputs.size() != p.inputs.size() ||
       p.program.scalars.size() != p.scalars.size()) {
-    throw Error("reduce: a prologue needs one output and its program's inputs and scalars");
+    throw InternalError("reduce: a prologue needs one output and its program's inputs and scalars");
   }
   TensorImpl v;
   v.dtype = p.program.dtype(p.program.outputs[0]);

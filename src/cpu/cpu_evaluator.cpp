@@ -203,7 +203,7 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
                   const cpu::KernelTable& k) {
   if (inputs.size() != p.inputs.size() || scalars.size() != p.scalars.size() ||
       outputs.size() != p.outputs.size() || outputs.empty()) {
-    throw Error("element-wise: program and call disagree on inputs, scalars or outputs");
+    throw InternalError("element-wise: program and call disagree on inputs, scalars or outputs");
   }
   const Dims& shape = outputs[0]->shape;
   const std::int64_t total = detail::numel(shape);
@@ -277,7 +277,8 @@ RangeEvaluator::RangeEvaluator(const Program& p, std::span<const TensorImpl* con
                                const cpu::KernelTable& k) {
   if (inputs.size() != p.inputs.size() || scalars.size() != p.scalars.size() ||
       p.outputs.size() != 1) {
-    throw Error("element-wise: program and range call disagree on inputs, scalars or outputs");
+    throw InternalError(
+        "element-wise: program and range call disagree on inputs, scalars or outputs");
   }
   std::vector<const Dims*> all_strides;
   for (auto* t : inputs) all_strides.push_back(&t->strides);

@@ -1,9 +1,10 @@
 // What each element-wise op computes on one 32-bit lane, shared by both kernel tables.
 //
-// scalar_kernels.cpp is these functions in loops. simd_kernels.cpp computes the same results
-// with Highway vectors and falls back to these functions, lane by lane, for a vector that holds
-// an argument outside the range where its SIMD routine is accurate (docs/accuracy.md). Keeping
-// the edge cases (NaN, signed zeros, saturation, wrap-around) here makes the tables agree.
+// scalar_kernels.cpp is these functions in loops. The SIMD kernels (simd_unary.cpp,
+// simd_binary.cpp) compute the same results with Highway vectors and fall back to these
+// functions, lane by lane, for a vector that holds an argument outside the range where its SIMD
+// routine is accurate (docs/accuracy.md). Keeping the edge cases (NaN, signed zeros,
+// saturation, wrap-around) here makes the tables agree.
 //
 // The check_* functions reject (op, dtype) combinations that no kernel implements; both tables
 // call them first, so the error messages are the same whichever table runs.
@@ -75,7 +76,8 @@ inline void check_unary(ir::Op op, DType in, DType out_t) {
       if (!detail::valid_dtype(out_t)) detail::throw_unsupported(op, out_t);
       return;
     default:
-      throw Error(std::string("unary kernel: ") + kernel_op_name(op) + " is not a unary op");
+      throw InternalError(std::string("unary kernel: ") + kernel_op_name(op) +
+                          " is not a unary op");
   }
   if (out_t != in) {
     throw DTypeError(std::string(kernel_op_name(op)) + ": result dtype " + dtype_name(out_t) +
@@ -107,7 +109,8 @@ inline void check_binary(ir::Op op, DType in) {
       if (!detail::valid_dtype(in)) detail::throw_unsupported(op, in);
       return;
     default:
-      throw Error(std::string("binary kernel: ") + kernel_op_name(op) + " is not a binary op");
+      throw InternalError(std::string("binary kernel: ") + kernel_op_name(op) +
+                          " is not a binary op");
   }
 }
 

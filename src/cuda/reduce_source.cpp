@@ -193,7 +193,7 @@ ReducePrologueSource reduce_prologue_source(std::span<const ReducePrologueSpec> 
     const ir::Program& prog = *ps.program;
     if (prog.outputs.size() != 1 || ps.input_sets.size() != prog.inputs.size() || ps.sets < 1 ||
         prog.dtype(prog.outputs[0]) != s.dtype) {
-      throw Error(fmt::format(
+      throw InternalError(fmt::format(
           "reduce_prologue_source: spec {} needs a program of one {} output, a stride set (or -1) "
           "for each of its {} inputs and at least 1 set; it has {} outputs{}, {} input sets and "
           "{} sets",
@@ -205,7 +205,7 @@ ReducePrologueSource reduce_prologue_source(std::span<const ReducePrologueSpec> 
     }
     for (int set : ps.input_sets) {
       if (set < -1 || set >= ps.sets) {
-        throw Error(
+        throw InternalError(
             fmt::format("reduce_prologue_source: spec {} has an input in stride set {} "
                         "of {}",
                         k, set, ps.sets));

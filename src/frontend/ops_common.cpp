@@ -137,7 +137,8 @@ std::vector<Handle> run_elementwise(const char* op, const ir::Program& program,
 
 Handle run_elementwise1(const char* op, const ir::Program& program, std::span<const Handle> inputs,
                         std::span<const double> scalars, const Dims& shape, Device device) {
-  if (program.outputs.size() != 1) throw Error("run_elementwise1: the program has not one output");
+  if (program.outputs.size() != 1)
+    throw InternalError("run_elementwise1: the program has not one output");
   Handle out;
   run_into(op, program, inputs, scalars, shape, device, &out);
   return out;

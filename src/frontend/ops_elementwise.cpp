@@ -24,7 +24,7 @@ ir::Op ir_op(Unary op) {
     KILN_UNARY_OPS(KILN_CASE)
 #undef KILN_CASE
   }
-  throw Error("ir_op: not a unary op");
+  throw InternalError("ir_op: not a unary op");
 }
 
 ir::Op ir_op(Binary op) {
@@ -35,7 +35,7 @@ ir::Op ir_op(Binary op) {
     KILN_BINARY_OPS(KILN_CASE)
 #undef KILN_CASE
   }
-  throw Error("ir_op: not a binary op");
+  throw InternalError("ir_op: not a binary op");
 }
 
 OpRule rule(Unary op) {
@@ -46,7 +46,7 @@ OpRule rule(Unary op) {
     KILN_UNARY_OPS(KILN_CASE)
 #undef KILN_CASE
   }
-  throw Error("rule: not a unary op");
+  throw InternalError("rule: not a unary op");
 }
 
 OpRule rule(Binary op) {
@@ -57,7 +57,7 @@ OpRule rule(Binary op) {
     KILN_BINARY_OPS(KILN_CASE)
 #undef KILN_CASE
   }
-  throw Error("rule: not a binary op");
+  throw InternalError("rule: not a binary op");
 }
 
 // The dtype a binary op computes in, given its operands' dtypes.

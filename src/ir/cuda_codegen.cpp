@@ -64,7 +64,7 @@ std::string unary_call(Op op, const std::string& a) {
     case Op::tanh:
       return fmt::format("{}f({})", op_name(op), a);
     default:
-      throw Error(fmt::format("cuda codegen: {} is not a unary op", op_name(op)));
+      throw InternalError(fmt::format("cuda codegen: {} is not a unary op", op_name(op)));
   }
 }
 
@@ -200,7 +200,7 @@ std::string cuda_body(const Program& p, const std::string& name, bool wide_index
 
 CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   if (l.inputs.size() != p.inputs.size() || l.outputs.size() != p.outputs.size()) {
-    throw Error("cuda codegen: layout does not match the program's inputs and outputs");
+    throw InternalError("cuda codegen: layout does not match the program's inputs and outputs");
   }
   const char* I = l.wide_index ? "unsigned long long" : "unsigned";
   const std::size_t n_in = p.inputs.size(), n_out = p.outputs.size();
@@ -214,8 +214,8 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   for (std::size_t o = 0; o < n_out; ++o)
     if (l.outputs[o] == Access::strided) out_slot[o] = strided++;
   if (l.vectorized && strided)
-    throw Error("cuda codegen: a vectorized kernel has no strided operand");
-  if (strided && l.rank < 1) throw Error("cuda codegen: strided operands need rank >= 1");
+    throw InternalError("cuda codegen: a vectorized kernel has no strided operand");
+  if (strided && l.rank < 1) throw InternalError("cuda codegen: strided operands need rank >= 1");
 
   CudaKernel k;
   k.name = "kiln_elementwise";  // each source is its own library, so one name serves

@@ -319,8 +319,8 @@ std::optional<Choice> Tuner::known(const Request& r) {
 }
 
 Choice Tuner::choose(const Request& r) {
-  if (r.candidates.empty()) throw Error(fmt::format("tune {}: no candidates", r.key));
-  if (!r.bench) throw Error(fmt::format("tune {}: no bench to time the candidates", r.key));
+  if (r.candidates.empty()) throw InternalError(fmt::format("tune {}: no candidates", r.key));
+  if (!r.bench) throw InternalError(fmt::format("tune {}: no bench to time the candidates", r.key));
   const std::string id = r.lane + " " + r.key;
   if (auto c = impl_->remembered(id)) return *c;
   std::lock_guard lane(impl_->lane(r.lane));    // one key at a time per GPU

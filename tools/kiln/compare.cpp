@@ -629,8 +629,9 @@ int run_compare(const CompareOptions& options) {
   BenchOptions bench;
   bench.device = ctx.device;
   bench.runs = options.runs;
-  auto run_one = [&](const Configuration& c, const std::string& what,
-                     std::vector<WorkloadReport>& out) {
+  // (base by an init-capture: clang 14 cannot capture a structured binding.)
+  auto run_one = [&, &base = base](const Configuration& c, const std::string& what,
+                                   std::vector<WorkloadReport>& out) {
     std::vector<std::string> env = base;
     env.insert(env.end(), c.env.begin(), c.env.end());
     BenchChild child = run_bench_child(bench, ChildStdout::discard, &env);

@@ -90,7 +90,7 @@ void feature_findings(const Features& features, std::vector<Finding>& out) {
 const FeatureState& feature(const Features& features, const std::string& name) {
   for (const FeatureState& f : features)
     if (f.name == name) return f;
-  throw std::logic_error("kiln::features() has no " + name);
+  throw kiln::InternalError("kiln::features() has no " + name);
 }
 
 // ---- the CPU ----

@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
     if (*tune_cmd) kiln::cli::run_tune(tune);
     if (*info_cmd) run_info();
     if (*doctor_cmd) return kiln::cli::run_doctor(doctor);
+  } catch (const kiln::InternalError& e) {  // a kiln bug, reported as one
+    fmt::print(stderr, "kiln: internal error (a kiln bug): {}\n", e.what());
+    return 1;
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "kiln: {}\n", e.what());
     return 2;

@@ -1,0 +1,18 @@
+// The SIMD kernels' entry points, each checking its arguments as kernel_math.hpp does and
+// dispatching to the best target this CPU supports: simd_unary.cpp and simd_binary.cpp define
+// them, simd_kernels.cpp puts them in the table.
+#pragma once
+
+#include <cstddef>
+
+#include "cpu/kernels.hpp"
+#include "ir/program.hpp"
+#include "kiln/dtype.hpp"
+
+namespace kiln::cpu {
+
+void simd_unary(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t n);
+void simd_binary(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n);
+void simd_where(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n);
+
+}  // namespace kiln::cpu

@@ -6,7 +6,7 @@
 // Every test in tests/backend/ is a TEST_P of a ChainTest and is instantiated with
 // KILN_INSTANTIATE_CHAINS, over chains() = every backend x every decorator stack in stacks().
 // A new decorator (autodiff) is therefore one DecoratorSpec and one entry in stacks(), and gets
-// the whole suite by construction. Test names read "Conformance/BackendReduce.Ops/fusion_cpu";
+// the whole suite by construction. Test names read "Conformance/BackendReduce.Errors/fusion_cpu";
 // `--gtest_filter='Conformance*'` runs the suite.
 //
 // The tests call Backend methods directly, never kiln::Tensor: they check what the interface

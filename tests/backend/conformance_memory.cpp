@@ -170,6 +170,16 @@ TEST_P(BackendMemory, DownloadWaitsForPendingWork) {
     for (int i = 0; i < 100; ++i) f = f + 1.0f;
     want.push_back(f);
   }
+  // Rows 10 to 19 of a pending result, downloaded as a contiguous view at an offset first.
+  Handle z = be().empty(shape, DType::f32);
+  elementwise(add_one, {y.get()}, {1.0}, {z.get()});
+  TensorImpl rows = *z;
+  rows.shape = {10, shape[1]};
+  rows.offset = 10 * shape[1];
+  Values want_rows;
+  for (std::int64_t k = 10 * shape[1]; k < 20 * shape[1]; ++k)
+    want_rows.push_back(static_cast<float>(want[static_cast<std::size_t>(k)]) + 1.0f);
+  EXPECT_TRUE(kc::matches(read(rows), rows.shape, want_rows)) << "rows of a pending result";
   EXPECT_TRUE(kc::matches(read(*y), shape, want));
 }
 

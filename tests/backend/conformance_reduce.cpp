@@ -309,6 +309,50 @@ TEST_P(BackendReduce, PendingInput) {
   }
 }
 
+// A reduction of views of a pending result other than element for element (a transpose, rows
+// from an offset): a fusion decorator must give the result memory first.
+TEST_P(BackendReduce, ViewsOfAPendingInput) {
+  const Dims shape{37, 41};
+  const Operand x = input(shape, DType::f32);
+  Program twice;
+  {
+    const auto in = twice.input(DType::f32), s = twice.scalar(DType::f32);
+    twice.output(twice.binary(Op::mul, in, s));
+  }
+  Values ys;
+  for (double v : x.values()) ys.push_back(f(v) * 2.0f);
+  for (int view = 0; view < 2; ++view) {
+    Handle y = be().empty(shape, DType::f32);
+    elementwise(twice, {&x.view}, {2.0}, {y.get()});
+    TensorImpl v = *y;
+    Values vs;
+    if (view == 0) {  // y^T, [41, 37]
+      v.shape = {41, 37};
+      v.strides = {1, 41};
+      for (std::int64_t r = 0; r < 41; ++r)
+        for (std::int64_t c = 0; c < 37; ++c)
+          vs.push_back(ys[static_cast<std::size_t>(c * 41 + r)]);
+    } else {  // rows 5 to 14, [10, 41] from an offset
+      v.shape = {10, 41};
+      v.offset = 5 * 41;
+      vs.assign(ys.begin() + 5 * 41, ys.begin() + 15 * 41);
+    }
+    SCOPED_TRACE(view == 0 ? "transposed" : "rows from an offset");
+    for (ReduceOp op : kOps) {
+      for (int dim : {-1, 0, 1}) {
+        Values want, slack;
+        kt::Tol tol;
+        expected(op, DType::f32, vs, v.shape, dim, want, slack, tol);
+        const Dims os = out_shape(v.shape, dim);
+        Operand out = output(os, kiln::detail::reduce_result_dtype(op, DType::f32));
+        be().reduce(op, v, dim, out.view);
+        EXPECT_TRUE(kc::matches(read(out), os, want, tol, &slack))
+            << kiln::detail::reduce_name(op) << " over dim " << dim;
+      }
+    }
+  }
+}
+
 // reduce_prologue called directly with a prologue the test builds: where a backend takes it, the
 // result is reduce() of the prologue's value; where it declines (it may, for any layout: the
 // base class declines everything), it returns false having written nothing.

@@ -1,0 +1,100 @@
+// Backend::random on every chain: element i of the contiguous output is element i of the Philox
+// 4x32-10 stream of the seed (src/core/philox.hpp: uniform bit for bit, normal within one float
+// ULP, as docs/ops.md allows between devices), counted from the output's first element even when
+// it starts mid-buffer; partial Philox blocks; empty outputs; and the dtype it fills.
+//
+// The reference is philox.hpp's own element-at-a-time mapping (uniform_at, normal_at), which
+// tests/test_cpu_random.cpp checks against Random123's known answers and the mapping written out.
+#include "chains.hpp"
+#include "core/philox.hpp"
+
+namespace {
+
+using kc::Layout;
+using kc::Operand;
+using kc::Values;
+using kiln::Dims;
+using kiln::DType;
+using kiln::detail::Handle;
+using kiln::detail::RandomSpec;
+
+class BackendRandom : public kc::ChainTest {
+ protected:
+  // The first n elements of the stream of `seed` for spec, and the tolerance they are held to.
+  static Values stream(const RandomSpec& spec, std::uint64_t seed, std::int64_t n, kt::Tol& tol) {
+    Values v;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto u = static_cast<std::uint64_t>(i);
+      v.push_back(spec.kind == RandomSpec::Kind::uniform
+                      ? kiln::philox::uniform_at(seed, u, static_cast<float>(spec.a),
+                                                 static_cast<float>(spec.b))
+                      : kiln::philox::normal_at(seed, u, spec.a, spec.b));
+    }
+    tol = spec.kind == RandomSpec::Kind::uniform ? kt::kExact : kt::Tol{1, 0, 0};
+    return v;
+  }
+};
+KILN_INSTANTIATE_CHAINS(BackendRandom);
+
+TEST_P(BackendRandom, FollowsThePhiloxStream) {
+  const RandomSpec specs[] = {{RandomSpec::Kind::uniform, 0, 1},
+                              {RandomSpec::Kind::uniform, -3, 5.5},
+                              {RandomSpec::Kind::normal, 0, 1},
+                              {RandomSpec::Kind::normal, 2.5, 0.25}};
+  for (const RandomSpec& spec : specs) {
+    SCOPED_TRACE(std::string(spec.kind == RandomSpec::Kind::uniform ? "uniform" : "normal") + "(" +
+                 std::to_string(spec.a) + ", " + std::to_string(spec.b) + ")");
+    // Sizes around Philox's 4-element blocks, one past a CPU task, and rank 3.
+    for (const Dims& shape : {Dims{1}, Dims{3}, Dims{4}, Dims{5}, Dims{16385}, Dims{3, 5, 7}}) {
+      for (const Layout& l : {kc::contiguous(), kc::offset()}) {
+        SCOPED_TRACE(kiln::format_dims(shape) + " " + l.name);
+        const std::uint64_t seed = rng()();
+        kt::Tol tol;
+        const Values want = stream(spec, seed, kc::detail::numel(shape), tol);
+        Operand out = output(shape, DType::f32, l);
+        be().random(spec, seed, out.view);
+        EXPECT_TRUE(kc::matches(read(out), shape, want, tol));
+        EXPECT_TRUE(untouched_outside(out));
+        // A fresh output from empty() (a fusion decorator gives it memory at this call).
+        Handle fresh = be().empty(shape, DType::f32);
+        be().random(spec, seed, *fresh);
+        EXPECT_TRUE(kc::matches(read(*fresh), shape, want, tol));
+      }
+    }
+  }
+}
+
+// The seed's 64 bits all count: seeds that differ in the high word give other values.
+TEST_P(BackendRandom, EverySeedBitCounts) {
+  const RandomSpec spec{RandomSpec::Kind::uniform, 0, 1};
+  const std::uint64_t seed = rng()();
+  for (const std::uint64_t s : {seed, seed ^ (std::uint64_t{1} << 63), seed ^ 1}) {
+    kt::Tol tol;
+    const Values want = stream(spec, s, 64, tol);
+    Operand out = output({64}, DType::f32);
+    be().random(spec, s, out.view);
+    EXPECT_TRUE(kc::matches(read(out), {64}, want, tol)) << "seed " << s;
+  }
+}
+
+// An empty output: nothing written, nothing thrown.
+TEST_P(BackendRandom, EmptyOutput) {
+  for (const Dims& shape : {Dims{0}, Dims{3, 0}}) {
+    Operand out = output(shape, DType::f32, kc::offset());
+    be().random({RandomSpec::Kind::normal, 0, 1}, rng()(), out.view);
+    EXPECT_TRUE(untouched_outside(out));
+  }
+}
+
+// random fills f32 tensors only: another dtype is a DTypeError (both backends; backend.hpp does
+// not say so, docs/ops.md gives random the dtype f32).
+TEST_P(BackendRandom, FillsOnlyF32) {
+  for (DType t : {DType::i32, DType::boolean}) {
+    for (auto kind : {RandomSpec::Kind::uniform, RandomSpec::Kind::normal}) {
+      Operand out = output({9}, t);
+      EXPECT_THROW(be().random({kind, 0, 1}, 7, out.view), kiln::DTypeError) << kiln::dtype_name(t);
+    }
+  }
+}
+
+}  // namespace

@@ -34,6 +34,10 @@ DType reduce_result_dtype(ReduceOp op, DType in);
 // Backend::reduce's contract below.
 void check_reduce_call(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
 
+// Throws (DTypeError, ShapeError) unless matmul(a, c, out) meets Backend::matmul's contract
+// below: f32 operands of rank 3, [B, m, k] x [B, k, n] into a contiguous [B, m, n].
+void check_matmul_call(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out);
+
 // A reduction's element-wise prologue: the value reduced is the single output of `program`,
 // computed for every element of `shape` exactly as elementwise() would compute it from `inputs`
 // (each of `shape`, broadcast dims with stride 0) and `scalars`. The fusion decorator passes the

@@ -76,26 +76,11 @@ const float* batch_data(const Operand& o, std::int64_t b, float* tmp) {
   return tmp;
 }
 
-[[noreturn]] void shape_error(const TensorImpl& a, const TensorImpl& b, const TensorImpl& out) {
-  throw ShapeError("matmul: cannot multiply " + format_dims(a.shape) + " x " +
-                   format_dims(b.shape) + " into " + format_dims(out.shape) +
-                   " (expected [B, m, k] x [B, k, n] into a contiguous [B, m, n])");
-}
-
 }  // namespace
 
 void matmul(const TensorImpl& a, const TensorImpl& b, const TensorImpl& out) {
-  for (const TensorImpl* t : {&a, &b, &out}) {
-    if (t->dtype != DType::f32) {
-      throw DTypeError(std::string("matmul: only f32 is supported, got ") + dtype_name(t->dtype));
-    }
-  }
-  if (a.rank() != 3 || b.rank() != 3 || out.rank() != 3) shape_error(a, b, out);
+  detail::check_matmul_call(a, b, out);
   const std::int64_t batch = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[2];
-  if (b.shape[0] != batch || b.shape[1] != k || out.shape != Dims{batch, m, n} ||
-      !out.is_contiguous()) {
-    shape_error(a, b, out);
-  }
   if (batch == 0 || m == 0 || n == 0) return;
   float* c = static_cast<float*>(out.data());
   if (k == 0) {

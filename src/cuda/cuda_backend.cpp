@@ -54,6 +54,7 @@ bool CudaBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& p
 
 void CudaBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
                          const detail::TensorImpl& out) {
+  detail::check_matmul_call(a, b, out);
   cuda::matmul(ctx_, a, b, out);
 }
 

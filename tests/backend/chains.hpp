@@ -29,7 +29,7 @@
 
 #include "../test_support.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "dispatch/backend.hpp"
+#include "backend/backend.hpp"
 #include "dispatch/registry.hpp"
 #include "ir/program.hpp"
 #include "kiln/error.hpp"

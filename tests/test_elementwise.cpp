@@ -59,6 +59,8 @@ void for_each_unary(V&& v) {
   // its limit, -0 (0.5 * x * (1 + erf(x / sqrt 2)) would give NaN there).
   UNARY("gelu", x.gelu(), x == -kInf ? -0.0 : 0.5 * x * std::erfc(-x / std::sqrt(2.0)), kMath, -5,
         5);
+  UNARY("silu", x.silu(), x / (1 + std::exp(-x)), kMath, -10, 10);
+  UNARY("erf", x.erf(), std::erf(x), kMath, -4, 4);
   UNARY("clamp(-0.5, 0.75)", x.clamp(-0.5, 0.75), std::isnan(x) ? x : std::clamp(x, -0.5, 0.75),
         kt::kExact, -2, 2);
 #undef UNARY

@@ -65,7 +65,8 @@ std::int64_t maximum(std::int64_t a, std::int64_t b) { return std::max(a, b); }
   X(tan, std::tan(x), 8) X(exp, std::exp(x), 8) X(log, std::log(x), 8)                     \
   X(sqrt, std::sqrt(x), 0.5) X(rsqrt, 1 / std::sqrt(x), 8) X(tanh, std::tanh(x), 8)        \
   X(sigmoid, 1 / (1 + std::exp(-x)), 8) X(relu, x <= 0 ? 0.0 : x, 0)                      \
-  X(gelu, x < -15 ? -0.0 : 0.5 * x * std::erfc(-x / std::sqrt(2.0)), 8)
+  X(gelu, x < -15 ? -0.0 : 0.5 * x * std::erfc(-x / std::sqrt(2.0)), 8)                   \
+  X(silu, x / (1 + std::exp(-x)), 8) X(erf, std::erf(x), 8)
 #define FUZZ_BINARY(X)                                                                      \
   X(add, a + b) X(sub, a - b) X(mul, a * b) X(div, a / b) X(minimum, minimum(a, b))         \
   X(maximum, maximum(a, b)) X(eq, a == b) X(ne, a != b) X(lt, a < b) X(le, a <= b)          \
@@ -204,8 +205,8 @@ VE unary_ve(U op, VE x) {
   double prop = 0;
   if (op == U::sin || op == U::cos) {
     prop = std::min(x.e, 2.0);  // 1-Lipschitz
-  } else if (op == U::gelu) {
-    prop = 1.13 * x.e;  // |gelu'| < 1.129
+  } else if (op == U::gelu || op == U::silu) {
+    prop = 1.13 * x.e;  // |gelu'| < 1.129, |silu'| < 1.1 (neither is monotone)
   } else if (op == U::tan && (x.e > 0.1 || std::cos(lo) * std::cos(hi) <= 0)) {
     prop = kUnknown;  // a pole may lie in [lo, hi]
   } else {  // monotone on [lo, hi] (abs: convex), so the ends bound it; NaN there: unknown

@@ -224,6 +224,11 @@ float ref_tanh(float x) { return static_cast<float>(std::tanh(static_cast<double
 float ref_sigmoid(float x) {
   return static_cast<float>(1.0L / (1.0L + std::exp(-static_cast<long double>(x))));
 }
+float ref_silu(float x) {
+  const long double xl = x;
+  return static_cast<float>(xl / (1.0L + std::exp(-xl)));
+}
+float ref_erf(float x) { return static_cast<float>(std::erf(static_cast<long double>(x))); }
 float ref_gelu(float x) {
   if (std::isinf(x) && x < 0) return -0.0f;  // the limit (the formula gives -inf * 0)
   const long double xl = x;
@@ -239,7 +244,8 @@ const UnarySpec kUnary[] = {
     {Op::cos, "cos", ref_cos, 1, 2},       {Op::tan, "tan", ref_tan, 1, 1},
     {Op::exp, "exp", ref_exp, 1, 1},       {Op::log, "log", ref_log, 1, 1},
     {Op::tanh, "tanh", ref_tanh, 2, 3},    {Op::sigmoid, "sigmoid", ref_sigmoid, 1, 3},
-    {Op::gelu, "gelu", ref_gelu, 1, 1},
+    {Op::gelu, "gelu", ref_gelu, 1, 1},    {Op::silu, "silu", ref_silu, 1, 1},
+    {Op::erf, "erf", ref_erf, 1, 1},
 };
 
 class KernelUnaryAccuracy : public TableTest {};

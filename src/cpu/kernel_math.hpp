@@ -69,6 +69,8 @@ inline void check_unary(ir::Op op, DType in, DType out_t) {
     case ir::Op::tanh:
     case ir::Op::sigmoid:
     case ir::Op::gelu:
+    case ir::Op::silu:
+    case ir::Op::erf:
       if (in != DType::f32) detail::throw_unsupported(op, in);
       break;
     case ir::Op::cast:
@@ -169,6 +171,15 @@ inline float gelu(float x) {
   const double xd = x;
   return static_cast<float>(0.5 * xd * std::erfc(-xd * 0.70710678118654752440));
 }
+
+// x / (1 + exp(-x)) in double, rounded once (sigmoid's reasoning); -inf gives NaN, as PyTorch's.
+inline float silu(float x) {
+  const double xd = x;
+  return static_cast<float>(xd / (1.0 + std::exp(-xd)));
+}
+
+// erf in double, rounded once: the correctly rounded float in all but rare cases.
+inline float erf(float x) { return static_cast<float>(std::erf(static_cast<double>(x))); }
 
 // NumPy's minimum/maximum: NaN if either operand is NaN. Signed zeros are ordered
 // -0 < +0 (IEEE 754-2019 minimum/maximum), so the result does not depend on operand order.

@@ -125,9 +125,16 @@ void unary(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t n) 
       return map1<float, float>(a, out, n, math::tanh);
     case Op::sigmoid:
       return map1<float, float>(a, out, n, math::sigmoid);
-    default:
+    case Op::gelu:
       return map1<float, float>(a, out, n, math::gelu);
+    case Op::silu:
+      return map1<float, float>(a, out, n, math::silu);
+    case Op::erf:
+      return map1<float, float>(a, out, n, math::erf);
+      KILN_IR_NOT_UNARY_CASES
+      break;
   }
+  throw InternalError(std::string("unary kernel: ") + ir::op_name(op) + " is not a unary op");
 }
 
 // The six comparisons, writing int32 0/1. Works for f32 (IEEE: NaN compares unequal to

@@ -277,6 +277,14 @@ struct GeluF64 {
 };
 #endif
 
+struct SiluF {
+  HWY_INLINE VF operator()(VF x) const { return PerLane(x, math::silu); }
+};
+
+struct ErfF {
+  HWY_INLINE VF operator()(VF x) const { return PerLane(x, math::erf); }
+};
+
 struct GeluF {
   HWY_INLINE VF operator()(VF x) const {
 #if KILN_SIMD_F64
@@ -389,9 +397,16 @@ void UnaryImpl(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t
       return Unary<float, float>(TanhF{}, a, out, n);
     case Op::sigmoid:
       return Unary<float, float>(SigmoidF{}, a, out, n);
-    default:
+    case Op::gelu:
       return Unary<float, float>(GeluF{}, a, out, n);
+    case Op::silu:  // (per lane: both in double, as sigmoid's scalar form)
+      return Unary<float, float>(SiluF{}, a, out, n);
+    case Op::erf:
+      return Unary<float, float>(ErfF{}, a, out, n);
+      KILN_IR_NOT_UNARY_CASES
+      break;
   }
+  throw InternalError(std::string("unary kernel: ") + ir::op_name(op) + " is not a unary op");
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE

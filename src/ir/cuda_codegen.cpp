@@ -54,6 +54,8 @@ std::string unary_call(Op op, const std::string& a) {
     case Op::rsqrt:
     case Op::sigmoid:
     case Op::gelu:
+    case Op::silu:
+    case Op::erf:
     case Op::sin:
     case Op::cos:
       return fmt::format("kiln::{}({})", op_name(op), a);
@@ -63,9 +65,10 @@ std::string unary_call(Op op, const std::string& a) {
     case Op::sqrt:
     case Op::tanh:
       return fmt::format("{}f({})", op_name(op), a);
-    default:
-      throw InternalError(fmt::format("cuda codegen: {} is not a unary op", op_name(op)));
+      KILN_IR_NOT_UNARY_CASES
+      break;
   }
+  throw InternalError(fmt::format("cuda codegen: {} is not a unary op", op_name(op)));
 }
 
 // One statement per node: `const T vN = ...;`. Leaves read the body's parameters.

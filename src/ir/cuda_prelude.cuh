@@ -34,6 +34,10 @@ __device__ __forceinline__ float gelu(float x) {
   const double xd = x;
   return (float)(0.5 * xd * erfc(-xd * 0.70710678118654752440));
 }
+// x / (1 + exp(-x)) in double, rounded once; -inf gives NaN, as PyTorch's.
+__device__ __forceinline__ float silu(float x) { return (float)((double)x / (1.0 + exp(-(double)x))); }
+// erf in double, rounded once, so that both devices give the correctly rounded value but rarely.
+__device__ __forceinline__ float erf(float x) { return (float)::erf((double)x); }
 // sin and cos take a short path where |x| <= pi/4 (the common case of activations and
 // normalised data): no argument reduction, one polynomial fitted for kiln on [0, pi/4]
 // (max error 0.69 ULP for sin, 0.55 for cos, over every float there; docs/accuracy.md). The

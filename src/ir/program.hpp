@@ -50,6 +50,18 @@ constexpr int arity(Op op) {
 }
 bool is_comparison(Op op);
 
+// The `case` labels of every op that is not one of the list's unary ops (the leaves, cast, the
+// binary ops, where). A switch over the unary ops names these for its error branch instead of
+// a default, so a unary op added to the list without a case there fails the build (-Wswitch).
+#define KILN_IR_CASE_LABEL(name, rule) case ::kiln::ir::Op::name:
+#define KILN_IR_NOT_UNARY_CASES                                                         \
+  case ::kiln::ir::Op::input:                                                           \
+  case ::kiln::ir::Op::scalar:                                                          \
+  case ::kiln::ir::Op::index:                                                           \
+  case ::kiln::ir::Op::cast:                                                            \
+  case ::kiln::ir::Op::where:                                                           \
+    KILN_BINARY_OPS(KILN_IR_CASE_LABEL)
+
 struct Node {
   Op op;
   DType dtype;  // the dtype this node produces

@@ -125,6 +125,11 @@ std::vector<Case> cases() {
   un(
       "gelu", Op::gelu, {DType::f32, -5, 5},
       [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, kt::kMath);
+  un(
+      "silu", Op::silu, {DType::f32, -10, 10}, [](double x) { return x / (1 + std::exp(-x)); },
+      kt::kMath);
+  un(
+      "erf", Op::erf, {DType::f32, -4, 4}, [](double x) { return std::erf(x); }, kt::kMath);
   // i32 unary.
   un("neg", Op::neg, I, [](double x) { return -x; });
   un("abs", Op::abs, I, [](double x) { return std::fabs(x); });

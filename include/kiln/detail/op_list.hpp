@@ -21,7 +21,9 @@
   X(rsqrt, floating)      \
   X(tanh, floating)       \
   X(sigmoid, floating)    \
-  X(gelu, floating) /* exact: x * Phi(x), as PyTorch's default */
+  X(gelu, floating) /* exact: x * Phi(x), as PyTorch's default */ \
+  X(silu, floating) /* x * sigmoid(x) */ \
+  X(erf, floating)
 
 // KILN_BINARY_OPS(X) expands X(name, rule) for every binary op, where rule is
 //   arithmetic: operands promoted (bool < i32 < f32; bool computes as i32), result that dtype

@@ -54,25 +54,16 @@ inline bool valid_dtype(DType t) {
 // transcendental ops on f32, cast between any two dtypes.
 inline void check_unary(ir::Op op, DType in, DType out_t) {
   switch (op) {
-    case ir::Op::neg:
-    case ir::Op::abs:
-    case ir::Op::relu:
-      if (in != DType::f32 && in != DType::i32) detail::throw_unsupported(op, in);
-      break;
-    case ir::Op::sin:
-    case ir::Op::cos:
-    case ir::Op::tan:
-    case ir::Op::exp:
-    case ir::Op::log:
-    case ir::Op::sqrt:
-    case ir::Op::rsqrt:
-    case ir::Op::tanh:
-    case ir::Op::sigmoid:
-    case ir::Op::gelu:
-    case ir::Op::silu:
-    case ir::Op::erf:
-      if (in != DType::f32) detail::throw_unsupported(op, in);
-      break;
+    // The list's rule says which dtypes each op computes in (kiln/detail/op_list.hpp).
+#define KILN_CHECK_UNARY(name, rule)                                                   \
+  case ir::Op::name:                                                                   \
+    if (in != DType::f32 && (kiln::detail::OpRule::rule == kiln::detail::OpRule::floating || \
+                             in != DType::i32)) {                                      \
+      detail::throw_unsupported(op, in);                                               \
+    }                                                                                  \
+    break;
+    KILN_UNARY_OPS(KILN_CHECK_UNARY)
+#undef KILN_CHECK_UNARY
     case ir::Op::cast:
       if (!detail::valid_dtype(in)) detail::throw_unsupported(op, in);
       if (!detail::valid_dtype(out_t)) detail::throw_unsupported(op, out_t);

@@ -18,9 +18,9 @@ using kiln::ir::Access;
 using kiln::ir::Op;
 using kiln::ir::Program;
 
-const Op kFloatUnary[] = {Op::neg, Op::abs,  Op::relu,  Op::sin,  Op::cos,     Op::tan, Op::exp,
-                          Op::log, Op::sqrt, Op::rsqrt, Op::tanh, Op::sigmoid, Op::gelu,
-                          Op::silu, Op::erf};
+const Op kFloatUnary[] = {Op::neg,  Op::abs,     Op::relu, Op::sin,  Op::cos,
+                          Op::tan,  Op::exp,     Op::log,  Op::sqrt, Op::rsqrt,
+                          Op::tanh, Op::sigmoid, Op::gelu, Op::silu, Op::erf};
 const Op kIntUnary[] = {Op::neg, Op::abs, Op::relu};
 const Op kFloatBinary[] = {Op::add, Op::sub, Op::mul, Op::div, Op::pow, Op::minimum, Op::maximum};
 const Op kIntBinary[] = {Op::add, Op::sub, Op::mul, Op::minimum, Op::maximum};

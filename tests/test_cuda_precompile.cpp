@@ -46,16 +46,16 @@ TEST(CudaPrecompile, OpeningADeviceMakesItsFixedKernelsReadyOffTheCallersThread)
   row.outer_rank = 1;
   EXPECT_NE(wait_ready(cuda::reduce_source({&row, 1}), cuda::reduce_kernel_name(row), arch),
             nullptr);
-  const cuda::GemmKernelSpec gemm{cuda::GemmVariant::tf32x3, cuda::GemmTile::t128x128,
+  const cuda::GemmKernelSpec gemm{cuda::GemmVariant::tf32x3,
+                                  cuda::GemmTile::t128x128,
                                   {cuda::GemmLoad::k_unit, true},
                                   {cuda::GemmLoad::k_unit, true}};
-  EXPECT_NE(wait_ready(cuda::gemm_source({&gemm, 1}), cuda::gemm_kernel_name(gemm), arch),
-            nullptr);
+  EXPECT_NE(wait_ready(cuda::gemm_source({&gemm, 1}), cuda::gemm_kernel_name(gemm), arch), nullptr);
   EXPECT_EQ(cuda::compile_stats().compiles, before.compiles);
 
   // Their first use compiles nothing on this thread, and computes.
-  const auto x = kiln::Tensor<2>::random({64, 300}, kiln::Distribution::normal(), device,
-                                         kt::fresh_seed());
+  const auto x =
+      kiln::Tensor<2>::random({64, 300}, kiln::Distribution::normal(), device, kt::fresh_seed());
   const auto m = x.to(kiln::Device::cpu()).max(1).to_vector<float>();
   EXPECT_EQ(x.max(1).to_vector<float>(), m);
   EXPECT_EQ(cuda::compile_stats().compiles, before.compiles);

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <random>
 
-#include "cpu/host_buffer.hpp"
 #include "cpu/cpu_evaluator.hpp"
+#include "cpu/host_buffer.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -9,14 +9,13 @@
 // Prints, in kiln bench's form: the process's start to its weights made, the first forward (its
 // result synchronised), and min / median of the next runs. bench/peers/torch_gpt2_block.py is
 // the same block in PyTorch.
-#include <kiln/kiln.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <kiln/kiln.hpp>
 #include <string>
 #include <vector>
 
@@ -51,10 +50,18 @@ Weights make_weights(const Options& o) {
   const auto d = o.device;
   auto zeros = [&](std::int64_t n) { return kiln::Tensor<1>::zeros({n}, kiln::DType::f32, d); };
   auto ones = [&](std::int64_t n) { return kiln::Tensor<1>::ones({n}, kiln::DType::f32, d); };
-  Weights w{ones(kEmbed),       zeros(kEmbed),     ones(kEmbed),      zeros(kEmbed),
-            zeros(3 * kEmbed),  zeros(kEmbed),     zeros(4 * kEmbed), zeros(kEmbed),
-            normal(kEmbed, 3 * kEmbed, d, 1), normal(kEmbed, kEmbed, d, 2),
-            normal(kEmbed, 4 * kEmbed, d, 3), normal(4 * kEmbed, kEmbed, d, 4),
+  Weights w{ones(kEmbed),
+            zeros(kEmbed),
+            ones(kEmbed),
+            zeros(kEmbed),
+            zeros(3 * kEmbed),
+            zeros(kEmbed),
+            zeros(4 * kEmbed),
+            zeros(kEmbed),
+            normal(kEmbed, 3 * kEmbed, d, 1),
+            normal(kEmbed, kEmbed, d, 2),
+            normal(kEmbed, 4 * kEmbed, d, 3),
+            normal(4 * kEmbed, kEmbed, d, 4),
             {}};
   const auto i = kiln::arange(0, static_cast<double>(o.seq), 1.0, kiln::DType::f32, d);
   w.mask = kiln::where(i.unsqueeze(1) >= i.unsqueeze(0), 0.0f, -INFINITY);
@@ -83,8 +90,8 @@ kiln::Tensor<3> heads(const kiln::Tensor<2>& qkv, std::int64_t c0, const Options
 kiln::Tensor<2> block(const kiln::Tensor<2>& x, const Weights& w, const Options& o) {
   const auto qkv = kiln::matmul(layer_norm(x, w.ln1_g, w.ln1_b), w.w_qkv) + w.b_qkv;
   const auto q = heads(qkv, 0, o), k = heads(qkv, kEmbed, o), v = heads(qkv, 2 * kEmbed, o);
-  const auto scores = kiln::matmul(q, k.transpose(1, 2)) * (1.0 / std::sqrt(double(kHeadDim))) +
-                      w.mask;
+  const auto scores =
+      kiln::matmul(q, k.transpose(1, 2)) * (1.0 / std::sqrt(double(kHeadDim))) + w.mask;
   const auto y = kiln::matmul(scores.softmax(2), v)
                      .reshape({o.batch, kHeads, o.seq, kHeadDim})
                      .permute({0, 2, 1, 3})
@@ -97,8 +104,10 @@ kiln::Tensor<2> block(const kiln::Tensor<2>& x, const Weights& w, const Options&
 
 std::string fmt(double s) {
   char b[32];
-  if (s >= 1e-3) std::snprintf(b, sizeof b, "%.2fms", s * 1e3);
-  else std::snprintf(b, sizeof b, "%.2fus", s * 1e6);
+  if (s >= 1e-3)
+    std::snprintf(b, sizeof b, "%.2fms", s * 1e3);
+  else
+    std::snprintf(b, sizeof b, "%.2fus", s * 1e6);
   return b;
 }
 
@@ -112,11 +121,14 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (!v) throw std::invalid_argument(a + " needs a value");
-    if (a == "--device") o.device = std::strcmp(v, "cpu") == 0 ? kiln::Device::cpu()
-                                                               : kiln::Device::cuda(0);
-    else if (a == "--batch") o.batch = std::stoll(v);
-    else if (a == "--seq") o.seq = std::stoll(v);
-    else if (a == "--runs") o.runs = std::stoi(v);
+    if (a == "--device")
+      o.device = std::strcmp(v, "cpu") == 0 ? kiln::Device::cpu() : kiln::Device::cuda(0);
+    else if (a == "--batch")
+      o.batch = std::stoll(v);
+    else if (a == "--seq")
+      o.seq = std::stoll(v);
+    else if (a == "--runs")
+      o.runs = std::stoi(v);
     else if (a == "--precision") {
       if (std::strcmp(v, "high") != 0 && std::strcmp(v, "highest") != 0)
         throw std::invalid_argument("--precision: high or highest");
@@ -136,8 +148,8 @@ int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   kiln::set_float32_matmul_precision(o.precision);
   const Weights w = make_weights(o);
-  const auto x = kiln::Tensor<2>::random({o.batch * o.seq, kEmbed},
-                                         kiln::Distribution::normal(), o.device, 5);
+  const auto x =
+      kiln::Tensor<2>::random({o.batch * o.seq, kEmbed}, kiln::Distribution::normal(), o.device, 5);
   o.device.sync();
   const double setup = seconds_since(process_start);
   std::printf("name = %s, gpt2 block B=%lld T=%lld %s\n", o.device.backend_name().c_str(),

@@ -308,9 +308,7 @@ class Tensor {
     h_ = std::move(r);
     return *this;
   }
-  Tensor un(detail::Unary op, const char* name) const {
-    return Tensor(detail::unary(op, h(name)));
-  }
+  Tensor un(detail::Unary op, const char* name) const { return Tensor(detail::unary(op, h(name))); }
   Tensor<0> all(detail::Reduction op) const {
     return Tensor<0>(detail::reduce_all(op, h(name(op))));
   }

@@ -5,10 +5,10 @@
 #include <cstring>
 
 #include "core/runtime_config.hpp"
+#include "cpu/cpu_evaluator.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
-#include "cpu/cpu_evaluator.hpp"
 
 namespace kiln::cpu {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "cpu/kernels.hpp"
 #include "backend/backend.hpp"
+#include "cpu/kernels.hpp"
 
 namespace kiln::cpu {
 

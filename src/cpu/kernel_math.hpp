@@ -55,12 +55,12 @@ inline bool valid_dtype(DType t) {
 inline void check_unary(ir::Op op, DType in, DType out_t) {
   switch (op) {
     // The list's rule says which dtypes each op computes in (kiln/detail/op_list.hpp).
-#define KILN_CHECK_UNARY(name, rule)                                                   \
-  case ir::Op::name:                                                                   \
-    if (in != DType::f32 && (kiln::detail::OpRule::rule == kiln::detail::OpRule::floating || \
-                             in != DType::i32)) {                                      \
-      detail::throw_unsupported(op, in);                                               \
-    }                                                                                  \
+#define KILN_CHECK_UNARY(name, rule)                                                          \
+  case ir::Op::name:                                                                          \
+    if (in != DType::f32 &&                                                                   \
+        (kiln::detail::OpRule::rule == kiln::detail::OpRule::floating || in != DType::i32)) { \
+      detail::throw_unsupported(op, in);                                                      \
+    }                                                                                         \
     break;
     KILN_UNARY_OPS(KILN_CHECK_UNARY)
 #undef KILN_CHECK_UNARY

@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "core/coalesce.hpp"
+#include "cpu/cpu_evaluator.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/parallel.hpp"
-#include "cpu/cpu_evaluator.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cpu {

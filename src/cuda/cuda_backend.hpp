@@ -5,8 +5,8 @@
 // no op can see memory reused under it.
 #pragma once
 
-#include "cuda/context.hpp"
 #include "backend/backend.hpp"
+#include "cuda/context.hpp"
 
 namespace kiln::cuda {
 

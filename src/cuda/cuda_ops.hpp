@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
-#include "cuda/context.hpp"
 #include "backend/backend.hpp"
+#include "cuda/context.hpp"
 #if KILN_WITH_AUTOTUNE
 #include "tune/tune_key.hpp"
 #endif

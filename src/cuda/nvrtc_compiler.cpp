@@ -158,8 +158,8 @@ class Background {
         return false;
       }
     }
-    auto job = std::make_unique<Job>(
-        Job{source, source_name, arch, {}, std::move(find), std::move(keep)});
+    auto job =
+        std::make_unique<Job>(Job{source, source_name, arch, {}, std::move(find), std::move(keep)});
     jobs_.emplace(key, Done{source, job->promise.get_future().share()});
     queue_.push_back(std::move(job));
     cv_.notify_one();
@@ -272,7 +272,8 @@ std::optional<std::vector<char>> stored_cubin([[maybe_unused]] const std::string
                                               [[maybe_unused]] const std::string& arch,
                                               [[maybe_unused]] const std::string& options) {
 #if KILN_WITH_PERSISTENCE
-  if (store::Store* s = live_store()) return read_stored(*s, kernel_identity(arch), source, arch, options);
+  if (store::Store* s = live_store())
+    return read_stored(*s, kernel_identity(arch), source, arch, options);
 #endif
   return std::nullopt;
 }

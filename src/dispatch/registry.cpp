@@ -37,7 +37,8 @@ struct DecoratorKind {
 };
 constexpr DecoratorKind kDecoratorList[] = {
 #if KILN_WITH_FUSION
-    {fusion_live, [](Backend& inner) -> std::unique_ptr<Backend> {
+    {fusion_live,
+     [](Backend& inner) -> std::unique_ptr<Backend> {
        return std::make_unique<fusion::Fusion>(inner);
      }},
 #endif

@@ -5,8 +5,8 @@
 #include <span>
 #include <vector>
 
-#include "core/tensor_impl.hpp"
 #include "backend/backend.hpp"
+#include "core/tensor_impl.hpp"
 #include "kiln/detail/ops.hpp"
 
 namespace kiln::detail {

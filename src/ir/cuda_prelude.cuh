@@ -35,7 +35,9 @@ __device__ __forceinline__ float gelu(float x) {
   return (float)(0.5 * xd * erfc(-xd * 0.70710678118654752440));
 }
 // x / (1 + exp(-x)) in double, rounded once; -inf gives NaN, as PyTorch's.
-__device__ __forceinline__ float silu(float x) { return (float)((double)x / (1.0 + exp(-(double)x))); }
+__device__ __forceinline__ float silu(float x) {
+  return (float)((double)x / (1.0 + exp(-(double)x)));
+}
 // erf in double, rounded once, so that both devices give the correctly rounded value but rarely.
 __device__ __forceinline__ float erf(float x) { return (float)::erf((double)x); }
 // sin and cos take a short path where |x| <= pi/4 (the common case of activations and

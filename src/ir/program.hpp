@@ -22,10 +22,10 @@ namespace kiln::ir {
 // which says each one's dtype rule), then where.
 #define KILN_IR_OP(name, rule) name,
 enum class Op : std::uint8_t {
-  input,   // a = input slot
-  scalar,  // a = scalar slot
-  index,   // the output element's linear (row-major) index, as i32
-  KILN_UNARY_OPS(KILN_IR_OP)  // (a)
+  input,                       // a = input slot
+  scalar,                      // a = scalar slot
+  index,                       // the output element's linear (row-major) index, as i32
+  KILN_UNARY_OPS(KILN_IR_OP)   // (a)
   cast,                        // (a): operand dtype -> node dtype
   KILN_BINARY_OPS(KILN_IR_OP)  // (a, b): operands have the node's dtype, comparisons' node bool
   where,                       // (a bool; b, c the node's dtype)
@@ -54,12 +54,12 @@ bool is_comparison(Op op);
 // binary ops, where). A switch over the unary ops names these for its error branch instead of
 // a default, so a unary op added to the list without a case there fails the build (-Wswitch).
 #define KILN_IR_CASE_LABEL(name, rule) case ::kiln::ir::Op::name:
-#define KILN_IR_NOT_UNARY_CASES                                                         \
-  case ::kiln::ir::Op::input:                                                           \
-  case ::kiln::ir::Op::scalar:                                                          \
-  case ::kiln::ir::Op::index:                                                           \
-  case ::kiln::ir::Op::cast:                                                            \
-  case ::kiln::ir::Op::where:                                                           \
+#define KILN_IR_NOT_UNARY_CASES \
+  case ::kiln::ir::Op::input:   \
+  case ::kiln::ir::Op::scalar:  \
+  case ::kiln::ir::Op::index:   \
+  case ::kiln::ir::Op::cast:    \
+  case ::kiln::ir::Op::where:   \
     KILN_BINARY_OPS(KILN_IR_CASE_LABEL)
 
 struct Node {

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "../test_support.hpp"
-#include "cpu/cpu_backend.hpp"
 #include "backend/backend.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "dispatch/registry.hpp"
 #include "ir/program.hpp"
 #include "kiln/error.hpp"

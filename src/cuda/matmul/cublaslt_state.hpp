@@ -16,9 +16,10 @@
 // device before, and will again), runs each stored cuBLASLt choice (the 8 newest) once on scratch
 // memory of its bucket's shape (preload_matmul, matmul.cpp): its check sets cuBLASLt up, its
 // launch loads the kernel. When the store holds none (a first process), it runs the heuristic's
-// choice for a 1024^3 product in strict fp32 and in TF32 instead, which sets cuBLASLt up for both. The first matmul then finds both done if the program did anything else for
-// about 0.2 s after opening the device (uploading weights, say); if it comes sooner, it waits for
-// the rest, most of which it would have paid anyway.
+// choice for a 1024^3 product in strict fp32 and in TF32 instead, which sets cuBLASLt up for both.
+// The first matmul then finds both done if the program did anything else for about 0.2 s after
+// opening the device (uploading weights, say); if it comes sooner, it waits for the rest, most of
+// which it would have paid anyway.
 #pragma once
 
 #include <cublasLt.h>
@@ -62,8 +63,9 @@ struct LtState {
 // DeviceError when cuBLASLt cannot be set up; the next call tries again.
 const LtState& lt_state(Context& ctx);
 
-// Starts, once per device, the background set-up described above. Never throws: a failure is left for the first matmul to meet and report. A thread still
-// running at exit is joined. Built with KILN_PERSISTENCE and KILN_AUTOTUNE; else a no-op.
+// Starts, once per device, the background set-up described above. Never throws: a failure is left
+// for the first matmul to meet and report. A thread still running at exit is joined. Built with
+// KILN_PERSISTENCE and KILN_AUTOTUNE; else a no-op.
 void prepare_lt_in_background(Context& ctx);
 
 }  // namespace kiln::cuda

@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "cuda/context.hpp"
 #include "backend/backend.hpp"
+#include "cuda/context.hpp"
 #include "cuda/matmul/gemm_source.hpp"
 
 namespace kiln::cuda {

@@ -108,8 +108,8 @@ void MatmulBench::keep_reference() {
   try {
     reference_on_device_ = device_alloc(ctx_, n * sizeof(float));
     if (n > 0) {
-      KILN_CUDA_CHECK(cudaMemcpyAsync(reference_on_device_->data(), out_.data(),
-                                      n * sizeof(float), cudaMemcpyDeviceToDevice, ctx_.stream));
+      KILN_CUDA_CHECK(cudaMemcpyAsync(reference_on_device_->data(), out_.data(), n * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, ctx_.stream));
     }
   } catch (const OutOfMemoryError&) {
     reference_ = download_out();

@@ -1,5 +1,6 @@
-// Precompiles (src/cuda/precompile.hpp): opening a CUDA device queues the fixed kernels on the
-// background compile thread, so that their first use compiles nothing on the caller's thread.
+// Precompiles (src/cuda/precompile.hpp): the first compile of a process on a device whose backend
+// is made queues the fixed kernels on the background compile thread, so that their first use
+// compiles nothing on the caller's thread.
 // Without a GPU these skip with the reason cuda::absent_reason gives.
 #include <gtest/gtest.h>
 
@@ -31,13 +32,18 @@ cudaKernel_t wait_ready(const std::string& source, const std::string& kernel,
   return k;
 }
 
-TEST(CudaPrecompile, OpeningADeviceMakesItsFixedKernelsReadyOffTheCallersThread) {
+TEST(CudaPrecompile, TheFirstCompileMakesTheFixedKernelsReadyOffTheCallersThread) {
   if (!kt::cuda_reason().empty()) GTEST_SKIP() << "cuda: " << kt::cuda_reason();
   const auto device = kiln::Device::cuda(0);
   (void)device.backend_name();  // the backend is made (and its precompiles queued) once
   cuda::Context& ctx = cuda::context(0);
   ctx.make_current();
   const std::string arch = ctx.arch();
+  // A compile on this thread (a kernel nothing has seen), as a first process's first op makes:
+  // it queues the precompiles, if no earlier test's compile did.
+  const std::string fresh = "extern \"C\" __global__ void k(float* x) { x[0] = " +
+                            std::to_string(kt::fresh_seed() % 1000000) + ".0f; }\n";
+  ASSERT_NE(cuda::cached_kernel(fresh, "fresh.cu", "k", arch), nullptr);
   const auto before = cuda::compile_stats();
 
   EXPECT_NE(wait_ready(cuda::random_source(), "kiln_normal", arch), nullptr);

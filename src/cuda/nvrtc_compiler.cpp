@@ -278,6 +278,26 @@ std::optional<std::vector<char>> stored_cubin([[maybe_unused]] const std::string
   return std::nullopt;
 }
 
+// before_first_compile's functions, run (and dropped) by the first compile on a caller's thread.
+struct FirstCompileHooks {
+  std::mutex mu;
+  std::vector<std::function<void()>> pending;
+};
+FirstCompileHooks& first_compile_hooks() {
+  static auto* h = new FirstCompileHooks;  // never destroyed: a compile may come at exit
+  return *h;
+}
+
+void run_first_compile_hooks() {
+  std::vector<std::function<void()>> run;
+  {
+    auto& h = first_compile_hooks();
+    std::lock_guard lock(h.mu);
+    run.swap(h.pending);
+  }
+  for (auto& f : run) f();
+}
+
 // The cubin of `source` for `arch`: a background compile's (waited for), the store's, or
 // compiled now (and stored).
 std::vector<char> cubin_for(const Key& key, const std::string& source,
@@ -285,6 +305,7 @@ std::vector<char> cubin_for(const Key& key, const std::string& source,
                             const std::string& options) {
   if (auto cubin = Background::get().cubin(key, source, true)) return std::move(*cubin);
   if (auto cubin = stored_cubin(source, arch, options)) return std::move(*cubin);
+  run_first_compile_hooks();
   std::vector<char> cubin = compile_cubin(source, source_name, arch);
 #if KILN_WITH_PERSISTENCE
   if (store::Store* s = live_store())
@@ -357,6 +378,12 @@ cudaKernel_t ready_kernel(const std::string& source, const std::string& kernel_n
   auto cubin = Background::get().cubin(key, source, false);
   if (!cubin) cubin = stored_cubin(source, arch, std::get<2>(key));
   return cubin ? loaded(key, source, kernel_name, *cubin) : nullptr;
+}
+
+void before_first_compile(std::function<void()> f) {
+  auto& h = first_compile_hooks();
+  std::lock_guard lock(h.mu);
+  h.pending.push_back(std::move(f));
 }
 
 void compile_in_background(const std::string& source, const std::string& source_name,

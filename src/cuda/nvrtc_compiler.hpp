@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,13 @@ cudaKernel_t ready_kernel(const std::string& source, const std::string& kernel_n
 // cached_kernel, which compiles it and reports what fails.
 void compile_in_background(const std::string& source, const std::string& source_name,
                            const std::string& arch);
+
+// Runs f once, on the thread of this process's first compile that a caller waits for (a kernel
+// neither in memory, nor compiled in the background, nor in the store), just before it: the sign
+// of a store that lacks this build's kernels. precompile.hpp queues kiln's fixed kernels then, so
+// a process whose kernels are all stored (or that compiles none) never touches the store for them.
+// f must not throw.
+void before_first_compile(std::function<void()> f);
 
 // Compilations done in this process and the seconds they took (for the bench's first-call
 // report and the tests that count compilations), and the cubins read from the store instead.

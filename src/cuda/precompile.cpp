@@ -1,5 +1,7 @@
 #include "cuda/precompile.hpp"
 
+#include <cuda_runtime.h>
+
 #include <mutex>
 #include <set>
 #include <string>
@@ -44,17 +46,23 @@ void queue_all(const std::string& arch) {
 
 void precompile_in_background(Context& ctx) {
   static std::mutex mu;
-  static std::set<int> queued;
+  static std::set<int> armed;
   {
     std::lock_guard lock(mu);
-    if (!queued.insert(ctx.index).second) return;
+    if (!armed.insert(ctx.index).second) return;
   }
-  try {
-    ctx.make_current();  // (the store's rows name the current device)
-    queue_all(ctx.arch());
-  } catch (...) {
-    // Left to each kernel's first use, which compiles it and reports what fails.
-  }
+  before_first_compile([&ctx] {  // (contexts live as long as the process)
+    try {
+      // The store's rows name the current device: ctx's while queuing, then the caller's again.
+      int caller = 0;
+      const bool restore = cudaGetDevice(&caller) == cudaSuccess;
+      ctx.make_current();
+      queue_all(ctx.arch());
+      if (restore) cudaSetDevice(caller);
+    } catch (...) {
+      // Left to each kernel's first use, which compiles it and reports what fails.
+    }
+  });
 }
 
 }  // namespace kiln::cuda

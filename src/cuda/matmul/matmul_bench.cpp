@@ -101,9 +101,9 @@ std::vector<float> MatmulBench::download_out() const {
 
 void MatmulBench::keep_reference() {
   // On the device, and downloaded at the first check only: a first call checks few candidates
-  // or none, and the download of a large output is what costs (attention scores of GPT-2 small,
-  // [192, 1024, 1024] f32: 805 MB, about 0.5 s with the host's page faults), where the copy
-  // takes a millisecond. A device without room for the copy gets the download at once.
+  // or none, and the download of a large output (with the host's page faults) is what cost its
+  // bound, where a device copy is nearly free (docs/autotune.md, "The reference", has the
+  // figures). A device without room for the copy gets the download at once.
   const std::size_t n = static_cast<std::size_t>(out_.numel());
   try {
     reference_on_device_ = device_alloc(ctx_, n * sizeof(float));

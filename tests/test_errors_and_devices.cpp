@@ -107,14 +107,31 @@ TEST_P(ErrorsTest, DeviceRegistry) {
     } else {
       EXPECT_FALSE(info.reason.empty()) << "an absent device says why";
     }
+    // What the chain's backend reports of itself, named by its part of the backend name.
+    auto fact = [&info](const std::string& name) {
+      for (const auto& f : info.facts) {
+        if (f.name == name) {
+          EXPECT_NE(info.backend_name.find(f.part), std::string::npos) << f.part;
+          EXPECT_FALSE(f.value.empty()) << name;
+          return true;
+        }
+      }
+      return false;
+    };
     if (info.name == "cpu") {
       cpu = info.present;
       EXPECT_EQ(info.backend_name, Device::cpu().backend_name());
+      EXPECT_TRUE(fact("simd target") && fact("threads") && fact("blas"));
     }
     if (info.name.rfind("cuda", 0) == 0) {
       cuda_line = true;
       cuda_present |= info.present;
       if (!info.present) cuda_reason = info.reason;
+      if (info.present) {
+        EXPECT_TRUE(fact("gpu") && fact("architecture") && fact("driver"));
+      } else {
+        EXPECT_TRUE(info.facts.empty());
+      }
     }
   }
   EXPECT_TRUE(cpu) << "the CPU is always present";

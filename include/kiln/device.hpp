@@ -41,6 +41,12 @@ struct DeviceInfo {
   bool present = false;
   std::string backend_name;  // when present
   std::string reason;        // when absent, e.g. "no CUDA driver"
+  // When present: what each part of the chain reports of itself, outermost first, e.g.
+  // {"cpu<avx3>", "blas", "OpenBLAS 0.3.21 ..."} (kiln info prints them).
+  struct Fact {
+    std::string part, name, value;
+  };
+  std::vector<Fact> facts;
 };
 
 // What is present, and for what is absent, why.

@@ -3,8 +3,10 @@
 #include <sys/sysinfo.h>
 
 #include <cstring>
+#include <string>
 
 #include "core/runtime_config.hpp"
+#include "cpu/blas_info.hpp"
 #include "cpu/cpu_evaluator.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/host_buffer.hpp"
@@ -76,6 +78,17 @@ void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
 
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
+}
+
+std::vector<detail::BackendFeature> CpuBackend::features() const {
+  std::vector<detail::BackendFeature> out{
+      {"simd target", live_kernels().target()},
+      {"threads", std::to_string(detail::thread_limit())},
+      {"blas", blas_library()},
+  };
+  if (const std::string core = blas_core(); !core.empty())
+    out.push_back({"blas kernels", core + " (" + blas_core_origin() + ")"});
+  return out;
 }
 
 }  // namespace kiln::cpu

@@ -27,6 +27,8 @@ class CpuBackend final : public detail::Backend {
               const detail::TensorImpl& out) override;
   void sync() override {}  // CPU ops run to completion on the calling thread
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
+  // The SIMD target, the thread limit, the BLAS and the kernels it picked for this CPU.
+  std::vector<detail::BackendFeature> features() const override;
 };
 
 }  // namespace kiln::cpu

@@ -1,5 +1,7 @@
 #include "cuda/cuda_backend.hpp"
 
+#include <fmt/format.h>
+
 #include "cuda/check.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
@@ -70,6 +72,18 @@ void CudaBackend::sync() {
 
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
+}
+
+std::vector<detail::BackendFeature> CudaBackend::features() const {
+  return {
+      {"gpu", ctx_.name},
+      {"architecture", ctx_.arch() + ", " + std::to_string(ctx_.sm_count) + " SMs"},
+      {"memory", fmt::format("{:.1f} GiB", static_cast<double>(ctx_.total_memory) / (1 << 30))},
+      {"driver", driver_version()},
+      {"runtime", runtime_version()},
+      {"nvrtc", nvrtc_version()},
+      {"cublasLt", cublas_version()},
+  };
 }
 
 }  // namespace kiln::cuda

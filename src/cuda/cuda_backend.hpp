@@ -33,6 +33,8 @@ class CudaBackend final : public detail::Backend {
               const detail::TensorImpl& out) override;
   void sync() override;
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
+  // The GPU, its architecture and memory, and the CUDA libraries kiln runs with.
+  std::vector<detail::BackendFeature> features() const override;
 
  private:
   Context& ctx_;

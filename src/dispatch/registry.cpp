@@ -207,15 +207,31 @@ std::string Device::backend_name() const {
 
 void Device::sync() const { detail::backend(*this).sync(); }
 
+namespace {
+
+// What each part of device's live chain reports (Backend::features), outermost first.
+std::vector<DeviceInfo::Fact> facts(Device device) {
+  std::vector<DeviceInfo::Fact> out;
+  for (const detail::Backend* b = &detail::backend(device); b;) {
+    for (const detail::BackendFeature& f : b->features())
+      out.push_back({b->name(), f.name, f.value});
+    const auto* d = dynamic_cast<const detail::Decorator*>(b);
+    b = d ? &d->inner() : nullptr;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<DeviceInfo> devices() {
   std::vector<DeviceInfo> out;
-  out.push_back({"cpu", true, Device::cpu().backend_name(), ""});
+  out.push_back({"cpu", true, Device::cpu().backend_name(), "", facts(Device::cpu())});
   const int n = detail::cuda_device_count();
   for (int i = 0; i < n; ++i) {
     Device d = Device::cuda(i);
-    out.push_back({d.str(), true, d.backend_name(), ""});
+    out.push_back({d.str(), true, d.backend_name(), "", facts(d)});
   }
-  if (n == 0) out.push_back({"cuda", false, "", detail::cuda_absent_reason(0)});
+  if (n == 0) out.push_back({"cuda", false, "", detail::cuda_absent_reason(0), {}});
   return out;
 }
 

@@ -29,9 +29,17 @@ const char* yes_no(bool b) { return b ? "yes" : "no"; }
 void run_info() {
   fmt::print("kiln {}\n\ndevices:\n", kiln::version());
   std::vector<std::vector<std::string>> rows{{"name", "present", "backend / why absent"}};
-  for (const kiln::DeviceInfo& d : kiln::devices()) {
+  const std::vector<kiln::DeviceInfo> devices = kiln::devices();
+  for (const kiln::DeviceInfo& d : devices) {
     rows.push_back({d.name, yes_no(d.present), d.present ? d.backend_name : d.reason});
   }
+  kiln::cli::print_table(rows, "  ");
+
+  fmt::print("\nwhat each backend reports:\n");
+  rows = {{"device", "part", "name", "value"}};
+  for (const kiln::DeviceInfo& d : devices)
+    for (const kiln::DeviceInfo::Fact& f : d.facts)
+      rows.push_back({d.name, f.part, f.name, f.value});
   kiln::cli::print_table(rows, "  ");
 
   fmt::print("\nfeatures:\n");

@@ -10,7 +10,7 @@
 // `--gtest_filter='Conformance*'` runs the suite.
 //
 // The tests call Backend methods directly, never kiln::Tensor: they check what the interface
-// (src/dispatch/backend.hpp) promises, for every caller, not what the front end happens to send.
+// (src/backend/backend.hpp) promises, for every caller, not what the front end happens to send.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // dim and every input layout against a float64 (or exact) reference; outputs at an offset; empty
 // inputs (the identities); long lanes; NaN and ties; a reduction of a pending element-wise
 // result (a fusion decorator evaluates it as the reduction's prologue); prologues passed
-// directly; and the errors of the contract (check_reduce_call in src/dispatch/backend.hpp).
+// directly; and the errors of the contract (check_reduce_call in src/backend/backend.hpp).
 //
 // The contract, from backend.hpp and docs/ops.md: out has x's shape with `dim` set to 1 (all dims
 // 1 for dim < 0) and is contiguous; sum keeps f32 and sums i32/bool to i32, mean is f32, max/min

@@ -53,24 +53,18 @@ inline bool valid_dtype(DType t) {
 // Throws unless unary(op, in, out_t) is implemented: neg/abs/relu on f32 and i32, the
 // transcendental ops on f32, cast between any two dtypes.
 inline void check_unary(ir::Op op, DType in, DType out_t) {
-  switch (op) {
-    // The list's rule says which dtypes each op computes in (kiln/detail/op_list.hpp).
-#define KILN_CHECK_UNARY(name, rule)                                                          \
-  case ir::Op::name:                                                                          \
-    if (in != DType::f32 &&                                                                   \
-        (kiln::detail::OpRule::rule == kiln::detail::OpRule::floating || in != DType::i32)) { \
-      detail::throw_unsupported(op, in);                                                      \
-    }                                                                                         \
-    break;
-    KILN_UNARY_OPS(KILN_CHECK_UNARY)
-#undef KILN_CHECK_UNARY
-    case ir::Op::cast:
-      if (!detail::valid_dtype(in)) detail::throw_unsupported(op, in);
-      if (!detail::valid_dtype(out_t)) detail::throw_unsupported(op, out_t);
-      return;
-    default:
-      throw InternalError(std::string("unary kernel: ") + kernel_op_name(op) +
-                          " is not a unary op");
+  if (op == ir::Op::cast) {
+    if (!detail::valid_dtype(in)) detail::throw_unsupported(op, in);
+    if (!detail::valid_dtype(out_t)) detail::throw_unsupported(op, out_t);
+    return;
+  }
+  // The list's rule says which dtypes each op computes in (kiln/detail/op_list.hpp).
+  const auto rule = ir::op_rule(op);
+  if (ir::arity(op) != 1 || !rule) {
+    throw InternalError(std::string("unary kernel: ") + kernel_op_name(op) + " is not a unary op");
+  }
+  if (in != DType::f32 && (*rule == kiln::detail::OpRule::floating || in != DType::i32)) {
+    detail::throw_unsupported(op, in);
   }
   if (out_t != in) {
     throw DTypeError(std::string(kernel_op_name(op)) + ": result dtype " + dtype_name(out_t) +

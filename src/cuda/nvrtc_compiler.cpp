@@ -316,16 +316,21 @@ std::vector<char> cubin_for(const Key& key, const std::string& source,
   return cubin;
 }
 
+// Under c.mu: source's loaded entry, or nullptr.
+Entry* find_entry(Cache& c, const Key& key, const std::string& source) {
+  auto it = c.entries.find(key);
+  if (it == c.entries.end()) return nullptr;
+  for (auto& e : it->second)
+    if (e.source == source) return &e;
+  return nullptr;
+}
+
 // The kernel from memory, or nullptr.
 cudaKernel_t in_memory(const Key& key, const std::string& source, const std::string& kernel_name) {
   auto& c = cache();
   std::lock_guard lock(c.mu);
-  auto it = c.entries.find(key);
-  if (it == c.entries.end()) return nullptr;
-  for (auto& e : it->second) {
-    if (e.source == source) return kernel_of(e, kernel_name);
-  }
-  return nullptr;
+  Entry* e = find_entry(c, key, source);
+  return e ? kernel_of(*e, kernel_name) : nullptr;
 }
 
 // Loads `cubin` into memory as `source`'s (unless another thread got there first).
@@ -333,10 +338,8 @@ cudaKernel_t loaded(const Key& key, const std::string& source, const std::string
                     const std::vector<char>& cubin) {
   auto& c = cache();
   std::lock_guard lock(c.mu);
+  if (Entry* e = find_entry(c, key, source)) return kernel_of(*e, kernel_name);
   auto& same_hash = c.entries[key];
-  for (auto& e : same_hash) {
-    if (e.source == source) return kernel_of(e, kernel_name);
-  }
   Entry e;
   e.source = source;
   KILN_CUDA_CHECK(
@@ -392,10 +395,7 @@ void compile_in_background(const std::string& source, const std::string& source_
   {
     auto& c = cache();
     std::lock_guard lock(c.mu);
-    if (auto it = c.entries.find(key); it != c.entries.end()) {
-      for (const Entry& e : it->second)
-        if (e.source == source) return;
-    }
+    if (find_entry(c, key, source)) return;
   }
   Background::Find find;
   Background::Keep keep;

@@ -15,7 +15,7 @@
 namespace kiln::detail {
 namespace {
 
-// The IR op of each front-end op, and each one's rule (kiln/detail/op_list.hpp), by name.
+// The IR op of each front-end op (kiln/detail/op_list.hpp), by name.
 ir::Op ir_op(Unary op) {
   switch (op) {
 #define KILN_CASE(name, rule) \
@@ -38,26 +38,10 @@ ir::Op ir_op(Binary op) {
   throw InternalError("ir_op: not a binary op");
 }
 
-OpRule rule(Unary op) {
-  switch (op) {
-#define KILN_CASE(name, r) \
-  case Unary::name:        \
-    return OpRule::r;
-    KILN_UNARY_OPS(KILN_CASE)
-#undef KILN_CASE
-  }
-  throw InternalError("rule: not a unary op");
-}
-
-OpRule rule(Binary op) {
-  switch (op) {
-#define KILN_CASE(name, r) \
-  case Binary::name:       \
-    return OpRule::r;
-    KILN_BINARY_OPS(KILN_CASE)
-#undef KILN_CASE
-  }
-  throw InternalError("rule: not a binary op");
+// Each op's dtype rule, the IR's (every front-end op has one).
+template <class FrontOp>
+OpRule rule(FrontOp op) {
+  return *ir::op_rule(ir_op(op));
 }
 
 // The dtype a binary op computes in, given its operands' dtypes.

@@ -8,18 +8,6 @@
 
 namespace kiln::ir {
 
-bool is_comparison(Op op) {
-  switch (op) {
-#define KILN_IS_COMPARISON(name, rule) \
-  case Op::name:                       \
-    return detail::OpRule::rule == detail::OpRule::comparison;
-    KILN_BINARY_OPS(KILN_IS_COMPARISON)
-#undef KILN_IS_COMPARISON
-    default:
-      return false;
-  }
-}
-
 std::int32_t Program::input(DType t) {
   nodes.push_back({Op::input, t, static_cast<std::int32_t>(inputs.size())});
   inputs.push_back(t);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,20 @@ constexpr int arity(Op op) {
   if (op <= Op::cast) return 1;
   return op < Op::where ? 2 : 3;
 }
-bool is_comparison(Op op);
+// The dtype rule of a unary or binary op of the list; leaves, cast and where have none.
+constexpr std::optional<detail::OpRule> op_rule(Op op) {
+  switch (op) {
+#define KILN_IR_RULE(name, rule) \
+  case Op::name:                 \
+    return detail::OpRule::rule;
+    KILN_UNARY_OPS(KILN_IR_RULE)
+    KILN_BINARY_OPS(KILN_IR_RULE)
+#undef KILN_IR_RULE
+    default:
+      return std::nullopt;
+  }
+}
+constexpr bool is_comparison(Op op) { return op_rule(op) == detail::OpRule::comparison; }
 
 // The `case` labels of every op that is not one of the list's unary ops (the leaves, cast, the
 // binary ops, where). A switch over the unary ops names these for its error branch instead of

@@ -214,7 +214,8 @@ TEST_F(CpuMatmul, Errors) {
     kiln::cpu::matmul(ai, b.view, *out);
     ADD_FAILURE() << "i32 matmul did not throw";
   } catch (const kiln::DTypeError& e) {
-    EXPECT_STREQ(e.what(), "matmul: only f32 is supported, got i32");
+    EXPECT_STREQ(e.what(),
+                 "matmul: needs operands and output of one floating dtype, got i32 x f32 into f32");
   }
   auto bool_out = kiln::cpu::host_empty({1, 2, 4}, DType::boolean);
   EXPECT_THROW(kiln::cpu::matmul(a.view, b.view, *bool_out), kiln::DTypeError);

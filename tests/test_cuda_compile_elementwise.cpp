@@ -25,7 +25,7 @@ const Op kIntUnary[] = {Op::neg, Op::abs, Op::relu};
 const Op kFloatBinary[] = {Op::add, Op::sub, Op::mul, Op::div, Op::pow, Op::minimum, Op::maximum};
 const Op kIntBinary[] = {Op::add, Op::sub, Op::mul, Op::minimum, Op::maximum};
 const Op kComparisons[] = {Op::eq, Op::ne, Op::lt, Op::le, Op::gt, Op::ge};
-const DType kDTypes[] = {DType::f32, DType::i32, DType::boolean};
+const DType kDTypes[] = {DType::f32, DType::i32, DType::boolean, DType::bf16, DType::f16};
 
 // One program that applies every op kiln implements on dtype t to two inputs and a scalar of t,
 // with where, the index leaf and casts to every other dtype; every result is an output.
@@ -33,7 +33,7 @@ Program every_op(DType t) {
   Program p;
   auto x = p.input(t), y = p.input(t), s = p.scalar(t), c = p.input(DType::boolean);
   auto out = [&](std::int32_t n) { p.output(n); };
-  if (t == DType::f32) {
+  if (kiln::is_floating(t)) {
     for (Op op : kFloatUnary) out(p.unary(op, x));
     for (Op op : kFloatBinary) out(p.binary(op, x, s));
   } else if (t == DType::i32) {

@@ -11,9 +11,9 @@ const char* reduce_name(ReduceOp op) {
 DType reduce_result_dtype(ReduceOp op, DType in) {
   switch (op) {
     case ReduceOp::sum:
-      return in == DType::f32 ? DType::f32 : DType::i32;
+      return is_floating(in) ? in : DType::i32;
     case ReduceOp::mean:
-      return DType::f32;
+      return is_floating(in) ? in : DType::f32;
     case ReduceOp::max:
     case ReduceOp::min:
       return in;

@@ -27,15 +27,17 @@ namespace kiln::detail {
 // The front end's reduction names the backend op too.
 using ReduceOp = Reduction;
 const char* reduce_name(ReduceOp op);
-// The dtype `op` over an `in` tensor writes: sum keeps f32 and sums i32/bool to i32, mean is
-// f32, max/min keep the dtype, argmax/argmin give i32 indices.
+// The dtype `op` over an `in` tensor writes: sum keeps a floating dtype (f32, bf16, f16) and
+// sums i32/bool to i32, mean keeps a floating dtype and gives f32 for the others, max/min keep
+// the dtype, argmax/argmin give i32 indices. Half types accumulate in f32 or wider.
 DType reduce_result_dtype(ReduceOp op, DType in);
 // Throws (IndexError, ShapeError, DTypeError, ValueError) unless reduce(op, x, dim, out) meets
 // Backend::reduce's contract below.
 void check_reduce_call(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
 
 // Throws (DTypeError, ShapeError) unless matmul(a, c, out) meets Backend::matmul's contract
-// below: f32 operands of rank 3, [B, m, k] x [B, k, n] into a contiguous [B, m, n].
+// below: operands and output of one floating dtype (which the backend's supports() accepts),
+// rank 3, [B, m, k] x [B, k, n] into a contiguous [B, m, n].
 void check_matmul_call(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out);
 
 // A reduction's element-wise prologue: the value reduced is the single output of `program`,

@@ -18,10 +18,10 @@ namespace {
 }  // namespace
 
 void check_matmul_call(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out) {
-  for (const TensorImpl* t : {&a, &c, &out}) {
-    if (t->dtype != DType::f32) {
-      throw DTypeError(std::string("matmul: only f32 is supported, got ") + dtype_name(t->dtype));
-    }
+  if (!is_floating(a.dtype) || c.dtype != a.dtype || out.dtype != a.dtype) {
+    throw DTypeError(std::string("matmul: needs operands and output of one floating dtype, got ") +
+                     dtype_name(a.dtype) + " x " + dtype_name(c.dtype) + " into " +
+                     dtype_name(out.dtype));
   }
   if (a.rank() != 3 || c.rank() != 3 || out.rank() != 3) shape_error(a, c, out);
   const std::int64_t batch = a.shape[0], m = a.shape[1], k = a.shape[2], n = c.shape[2];

@@ -9,6 +9,7 @@
 #include "cpu/blas_info.hpp"
 #include "cpu/cpu_evaluator.hpp"
 #include "cpu/cpu_ops.hpp"
+#include "cpu/half_ops.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
 
@@ -58,16 +59,20 @@ void CpuBackend::elementwise(const ir::Program& program,
 
 void CpuBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
                         const detail::TensorImpl& out) {
+  if (is_half(x.dtype)) return reduce_half(op, x, dim, out, live_kernels());
   cpu::reduce(op, x, dim, out);
 }
 
 bool CpuBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                                  const detail::TensorImpl& out) {
+  // A half-type value is reduced from memory (reduce_half's f32 copy), not fused.
+  if (is_half(detail::prologue_value(prologue).dtype)) return false;
   return cpu::reduce_prologue(op, prologue, dim, out, live_kernels());
 }
 
 void CpuBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
                         const detail::TensorImpl& out) {
+  if (is_half(a.dtype)) return matmul_half(a, b, out, live_kernels());
   cpu::matmul(a, b, out);
 }
 
@@ -77,6 +82,11 @@ void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
 }
 
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
+  if (op == detail::BackendOp::matmul) {
+    for (DType t : dtypes)
+      if (!is_floating(t)) return false;
+    return true;
+  }
   return detail::supports_common_dtypes(op, dtypes);
 }
 

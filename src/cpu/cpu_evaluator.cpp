@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <vector>
 
@@ -56,13 +57,26 @@ Access access(const TensorImpl& t, const CoalescedLayout& layout, std::size_t wh
   return {static_cast<char*>(t.data()), t.dtype, &s, dense, all_zero};
 }
 
-// Reads [start, start + len) of a tensor into 32-bit lanes (bool widens to 0/1).
+// The f32 lane of a half-type element, and the element a lane rounds to.
+float half_to_lane(DType t, std::uint16_t b) {
+  return t == DType::bf16 ? detail::bf16_bits_to_float(b) : detail::f16_bits_to_float(b);
+}
+std::uint16_t lane_to_half(DType t, float f) {
+  return t == DType::bf16 ? detail::float_to_bf16_bits(f) : detail::float_to_f16_bits(f);
+}
+
+// Reads [start, start + len) of a tensor into 32-bit lanes (bool widens to 0/1, a half type
+// to f32).
 void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst) {
   for_each_run(shape, *a.strides, start, len,
                [&](std::int64_t off, std::int64_t n, std::int64_t st) {
                  if (a.dtype == DType::boolean) {
                    const auto* src = reinterpret_cast<const std::uint8_t*>(a.base) + off;
                    for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st] != 0;
+                 } else if (is_half(a.dtype)) {
+                   const auto* src = reinterpret_cast<const std::uint16_t*>(a.base) + off;
+                   auto* f = reinterpret_cast<float*>(dst);
+                   for (std::int64_t i = 0; i < n; ++i) f[i] = half_to_lane(a.dtype, src[i * st]);
                  } else {
                    const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
                    if (st == 1)
@@ -74,7 +88,8 @@ void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t
                });
 }
 
-// Writes 32-bit lanes (or one lane repeated, when splat) to [start, start + len) of a tensor.
+// Writes 32-bit lanes (or one lane repeated, when splat) to [start, start + len) of a tensor,
+// rounding f32 lanes to a half type.
 void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len,
              const Lane* src, bool splat) {
   for_each_run(shape, *a.strides, start, len,
@@ -83,6 +98,9 @@ void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_
                    Lane v = src[splat ? 0 : i];
                    if (a.dtype == DType::boolean)
                      reinterpret_cast<std::uint8_t*>(a.base)[off + i * st] = v != 0;
+                   else if (is_half(a.dtype))
+                     reinterpret_cast<std::uint16_t*>(a.base)[off + i * st] =
+                         lane_to_half(a.dtype, std::bit_cast<float>(v));
                    else
                      reinterpret_cast<Lane*>(a.base)[off + i * st] = v;
                  }
@@ -90,9 +108,12 @@ void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_
                });
 }
 
+// Whether a tensor of dtype t is stored as the 32-bit lanes it is computed in.
+bool lane_sized(DType t) { return dtype_size(t) == sizeof(Lane); }
+
 Lane scalar_lane(double v, DType t) {
   Lane out;
-  if (t == DType::f32) {
+  if (compute_dtype(t) == DType::f32) {
     float f = static_cast<float>(v);
     std::memcpy(&out, &f, sizeof f);
   } else if (t == DType::i32) {
@@ -141,6 +162,11 @@ std::vector<int> assign_slots(const Program& p, int& n_slots) {
   return slot;
 }
 
+// f32 lanes rounded to the values of half type t (in may be out).
+void round_lanes(DType t, const float* in, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = half_to_lane(t, lane_to_half(t, in[i]));
+}
+
 // Evaluates p's nodes over elements [start, start + len) of one block (len <= kBlock) into
 // value[] (one per node), in `lanes` (kBlock per slot of slot_of): a leaf is read in place or
 // gathered, every other node is one kernel call over the block. A node for which
@@ -160,7 +186,7 @@ void evaluate_block(const Program& p, const cpu::KernelTable& k, const Dims& sha
         if (a.splat) {
           gather(a, shape, 0, 1, buf);
           value[i] = {buf, true};
-        } else if (a.dense && a.dtype != DType::boolean) {
+        } else if (a.dense && lane_sized(a.dtype)) {
           value[i] = {a.base + start * sizeof(Lane), false};  // read in place
         } else {
           gather(a, shape, start, len, buf);
@@ -186,12 +212,29 @@ void evaluate_block(const Program& p, const cpu::KernelTable& k, const Dims& sha
     const std::size_t count = all_splat ? 1 : static_cast<std::size_t>(len);
     Lane* direct = all_splat ? nullptr : direct_of(i);
     Lane* out = direct ? direct : buf;
-    if (ar == 1)
-      k.unary(node.op, p.dtype(node.a), node.dtype, value[node.a], out, count);
-    else if (ar == 2)
-      k.binary(node.op, p.dtype(node.a), value[node.a], value[node.b], out, count);
-    else
-      k.where(node.dtype, value[node.a], value[node.b], value[node.c], out, count);
+    const DType t = compute_dtype(node.dtype);
+    if (node.op == Op::cast) {
+      // A half-type operand may hold an unrounded f32 value (an intermediate of a fused group),
+      // so a cast first rounds it to that type: the value a stored result would have. Then the
+      // computed dtypes convert, and a half-type result is rounded: the value an explicit cast
+      // stores.
+      const DType from = p.dtype(node.a);
+      cpu::Lanes src = value[node.a];
+      if (is_half(from)) {
+        round_lanes(from, static_cast<const float*>(src.p), reinterpret_cast<float*>(out), count);
+        src = {out, src.splat};
+      }
+      k.unary(node.op, compute_dtype(from), t, src, out, count);
+      if (is_half(node.dtype))
+        round_lanes(node.dtype, reinterpret_cast<const float*>(out), reinterpret_cast<float*>(out),
+                    count);
+    } else if (ar == 1) {
+      k.unary(node.op, t, t, value[node.a], out, count);
+    } else if (ar == 2) {
+      k.binary(node.op, compute_dtype(p.dtype(node.a)), value[node.a], value[node.b], out, count);
+    } else {
+      k.where(t, value[node.a], value[node.b], value[node.c], out, count);
+    }
     value[i] = {out, all_splat};
   }
 }
@@ -230,7 +273,7 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
   std::vector<int> direct_output(n, -1);
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
     const Node& node = p.nodes[p.outputs[o]];
-    if (out_access[o].dense && node.dtype != DType::boolean && arity(node.op) > 0 &&
+    if (out_access[o].dense && lane_sized(node.dtype) && arity(node.op) > 0 &&
         direct_output[p.outputs[o]] < 0) {
       direct_output[p.outputs[o]] = static_cast<int>(o);
     }

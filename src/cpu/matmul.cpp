@@ -80,6 +80,8 @@ const float* batch_data(const Operand& o, std::int64_t b, float* tmp) {
 
 void matmul(const TensorImpl& a, const TensorImpl& b, const TensorImpl& out) {
   detail::check_matmul_call(a, b, out);
+  if (a.dtype != DType::f32)  // the half types come through matmul_half's f32 copies
+    throw DTypeError(std::string("matmul: sgemm multiplies f32, got ") + dtype_name(a.dtype));
   const std::int64_t batch = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[2];
   if (batch == 0 || m == 0 || n == 0) return;
   float* c = static_cast<float*>(out.data());

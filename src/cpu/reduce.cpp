@@ -597,7 +597,11 @@ void dispatch_dtype(DType t, ReduceOp op, const Arg0& a, const Dims& shape, cons
       return dispatch<std::int32_t, Src>(op, a, shape, strides, dim, out);
     case DType::boolean:
       return dispatch<bool, Src>(op, a, shape, strides, dim, out);
+    case DType::bf16:
+    case DType::f16:
+      break;  // reduce_half reduces an f32 copy
   }
+  throw InternalError(std::string("cpu reduce: no kernel reads ") + dtype_name(t));
 }
 
 }  // namespace

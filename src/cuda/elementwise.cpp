@@ -166,7 +166,7 @@ void elementwise(Context& ctx, const ir::Program& program,
   s.args.clear();
   for (auto& p : s.pointers) s.args.push_back(&p);
   for (std::size_t i = 0; i < scalars.size(); ++i) {
-    if (program.scalars[i] == DType::f32) {
+    if (compute_dtype(program.scalars[i]) == DType::f32) {
       s.f32_scalars[i] = static_cast<float>(scalars[i]);
       s.args.push_back(&s.f32_scalars[i]);
     } else {

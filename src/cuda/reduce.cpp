@@ -385,7 +385,7 @@ bool reduce_prologue(Context& ctx, ReduceOp op, const detail::Prologue& pro, int
   args.push_back(nullptr);
   args.push_back(nullptr);
   for (std::size_t i = 0; i < pro.scalars.size(); ++i) {
-    if (pro.program.scalars[i] == DType::f32) {
+    if (compute_dtype(pro.program.scalars[i]) == DType::f32) {
       f32[i] = static_cast<float>(pro.scalars[i]);
       args.push_back(&f32[i]);
     } else {

@@ -96,9 +96,7 @@ std::string prologue_entry_point(const ReducePrologueSpec& ps, const std::string
   const ir::Program& prog = *ps.program;
   const char* I = s.wide_index ? "unsigned long long" : "unsigned";
   const std::string body = fmt::format("kiln_body{}", k), type = fmt::format("KilnPrologue{}", k);
-  auto load = [](DType t, const std::string& v) {
-    return t == DType::boolean ? fmt::format("({} != 0)", v) : v;
-  };
+  auto load = [](DType t, const std::string& v) { return ir::cuda_load_value(t, v); };
   std::string members, loads, args = "off.v[0]", kparams, init;
   for (std::size_t i = 0; i < prog.inputs.size(); ++i) {
     const DType t = prog.inputs[i];
@@ -118,7 +116,7 @@ std::string prologue_entry_point(const ReducePrologueSpec& ps, const std::string
   }
   std::string sparams;
   for (std::size_t j = 0; j < prog.scalars.size(); ++j) {
-    const char* st = prog.scalars[j] == DType::f32 ? "float" : "int";
+    const char* st = ir::cuda_scalar_type(prog.scalars[j]);
     members += fmt::format("  {} s{};\n", st, j);
     sparams += fmt::format(", {} s{}", st, j);
     init += fmt::format("{}s{}", init.empty() ? "" : ", ", j);
@@ -224,7 +222,7 @@ ReducePrologueSource reduce_prologue_source(std::span<const ReducePrologueSpec> 
 std::vector<ReduceSource> all_reduce_sources_for_tests() {
   constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean,   ReduceOp::max,
                                ReduceOp::min, ReduceOp::argmax, ReduceOp::argmin};
-  constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::boolean};
+  constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::boolean, DType::bf16, DType::f16};
   constexpr ReduceVariant kVariants[] = {ReduceVariant::block, ReduceVariant::thread,
                                          ReduceVariant::block_split, ReduceVariant::thread_split};
   // (outer, reduced) ranks: a full reduction of dense memory, one dim of a 3-d tensor, and a

@@ -50,8 +50,8 @@ std::vector<T> read_all(const Handle& t, DType as) {
   return v;
 }
 
-// f32 as PyTorch prints it: fixed with 4 decimals, or scientific when the nonzero finite
-// magnitudes span more than 1000x, or go above 1e8 or below 1e-4.
+// Floating values as PyTorch prints them: fixed with 4 decimals, or scientific when the nonzero
+// finite magnitudes span more than 1000x, or go above 1e8 or below 1e-4.
 std::vector<std::string> float_cells(const std::vector<float>& v) {
   double lo = std::numeric_limits<double>::infinity(), hi = 0;
   for (float x : v) {
@@ -72,6 +72,8 @@ std::vector<std::string> cells_of(const Handle& part) {
   std::vector<std::string> cells;
   switch (part->dtype) {
     case DType::f32:
+    case DType::bf16:  // read back as f32, which holds every half value exactly
+    case DType::f16:
       cells = float_cells(read_all<float>(part, DType::f32));
       break;
     case DType::i32:

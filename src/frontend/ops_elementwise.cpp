@@ -1,8 +1,10 @@
 // Element-wise ops: type promotion, scalar handling and one IR program per op.
 //
-// Promotion follows PyTorch: bool < i32 < f32; float-valued ops (sin, exp, /, pow, ...) give
-// f32; an integral C++ scalar keeps an i32 tensor i32, a floating one promotes it to f32.
-// Arithmetic on bool computes in i32 (so true + true == 2).
+// Promotion follows PyTorch: bool < i32 < bf16, f16 < f32 (bf16 with f16 gives f32);
+// float-valued ops (sin, exp, /, pow, ...) keep a floating dtype and give f32 for integers and
+// bool; a C++ scalar takes the tensor's dtype unless it is floating beside an integer tensor,
+// which gives f32. Arithmetic on bool computes in i32 (so true + true == 2). A half type's
+// values are computed in f32 and rounded when stored.
 #include <fmt/format.h>
 
 #include <array>
@@ -45,15 +47,15 @@ OpRule rule(FrontOp op) {
 }
 
 // The dtype a binary op computes in, given its operands' dtypes.
-DType compute_dtype(Binary op, DType a, DType b) {
-  if (rule(op) == OpRule::real) return DType::f32;
-  DType t = promote(a, b);
+DType binary_dtype(Binary op, DType a, DType b) {
+  const DType t = promote(a, b);
+  if (rule(op) == OpRule::real) return is_floating(t) ? t : DType::f32;
   return t == DType::boolean ? DType::i32 : t;
 }
 
 // The dtype a scalar takes beside a tensor of dtype t.
 DType scalar_dtype(Scalar s, DType t) {
-  if (!s.integral) return DType::f32;
+  if (!s.integral) return is_floating(t) ? t : DType::f32;
   return t == DType::boolean ? DType::i32 : t;
 }
 
@@ -66,7 +68,7 @@ const char* name(Binary op) { return ir::op_name(ir_op(op)); }
 constexpr int kUnaryOps = 0 KILN_UNARY_OPS(KILN_COUNT);
 constexpr int kBinaryOps = 0 KILN_BINARY_OPS(KILN_COUNT);
 #undef KILN_COUNT
-constexpr int kDTypes = 3;
+constexpr int kDTypes = kNumDTypes;
 int index(DType t) { return static_cast<int>(t); }
 DType dtype_at(int i) { return static_cast<DType>(i); }
 
@@ -74,7 +76,7 @@ ir::Program build_unary(Unary op, DType x) {
   ir::Program p;
   std::int32_t in = p.input(x);
   const bool numeric = rule(op) == OpRule::numeric;
-  DType t = numeric ? (x == DType::boolean ? DType::i32 : x) : DType::f32;
+  DType t = numeric ? (x == DType::boolean ? DType::i32 : x) : is_floating(x) ? x : DType::f32;
   p.output(p.unary(ir_op(op), p.cast(in, t)));
   return p;
 }
@@ -84,7 +86,7 @@ ir::Program build_binary(Binary op, DType a, bool a_scalar, DType b, bool b_scal
   ir::Program p;
   std::int32_t x = a_scalar ? p.scalar(a) : p.input(a);
   std::int32_t y = b_scalar ? p.scalar(b) : p.input(b);
-  DType t = compute_dtype(op, a, b);
+  DType t = binary_dtype(op, a, b);
   p.output(p.binary(ir_op(op), p.cast(x, t), p.cast(y, t)));
   return p;
 }
@@ -159,9 +161,10 @@ Handle binary(Binary op, const Handle& a, Scalar b) { return binary_scalar(op, a
 Handle binary(Binary op, Scalar a, const Handle& b) { return binary_scalar(op, b, a, true); }
 
 Handle pow(const Handle& x, double exponent) {
+  const DType t = is_floating(x->dtype) ? x->dtype : DType::f32;
   ir::Program p;
-  std::int32_t in = p.cast(p.input(x->dtype), DType::f32);
-  p.output(p.binary(ir::Op::pow, in, p.scalar(DType::f32)));
+  std::int32_t in = p.cast(p.input(x->dtype), t);
+  p.output(p.binary(ir::Op::pow, in, p.scalar(t)));
   return run_elementwise1("pow", p, std::span<const Handle>(&x, 1),
                           std::span<const double>(&exponent, 1), x->shape, x->device);
 }

@@ -25,6 +25,12 @@ TensorImpl as_batched(const TensorImpl& x, std::int64_t batch) {
 Handle matmul(const Handle& a, const Handle& b) {
   Device d = common_device("matmul", {&a, &b});
   Backend& be = backend_of(d);
+  if (a->dtype != b->dtype) {
+    throw DTypeError(
+        fmt::format("matmul: operands of different dtypes, {} x {} (convert one with "
+                    ".to(dtype))",
+                    dtype_name(a->dtype), dtype_name(b->dtype)));
+  }
   const DType dtypes[] = {a->dtype, b->dtype};
   if (!be.supports(BackendOp::matmul, dtypes)) {
     throw DTypeError(fmt::format("matmul: {} does not run {} x {} operands", be.name(),
@@ -47,7 +53,7 @@ Handle matmul(const Handle& a, const Handle& b) {
                                  format_dims(b->shape)));
   }
   const std::int64_t batch = ba == 1 ? bb : ba;
-  Handle out = allocate("matmul", be, {batch, m, n}, DType::f32);
+  Handle out = allocate("matmul", be, {batch, m, n}, a->dtype);
   if (out->numel() > 0) be.matmul(as_batched(*a, batch), as_batched(*b, batch), *out);
   if (a->rank() == 2 && b->rank() == 2) return view(*out, {m, n}, {n, 1}, out->offset);
   return out;

@@ -45,7 +45,9 @@ Handle reduce_all(Reduction op, const Handle& x) {
   return view(*out, {}, {}, out->offset);
 }
 
-Handle softmax(const Handle& x, int dim, bool log) {
+namespace {
+
+Handle softmax_f32(const Handle& x, int dim, bool log) {
   Handle xf = cast(x, DType::f32);
   if (xf->numel() == 0) return xf;
   // Shift by the max so exp never overflows; a row of -inf gives NaN, as PyTorch.
@@ -63,6 +65,14 @@ Handle softmax(const Handle& x, int dim, bool log) {
   Handle s = reduce(Reduction::sum, unary(Unary::exp, binary(Binary::sub, xf, m)), dim, true);
   Handle ls = unary(Unary::log, s);  // (the temporaries above are gone by now)
   return binary(Binary::sub, binary(Binary::sub, xf, m), ls);
+}
+
+}  // namespace
+
+// Computed in f32 whatever x's dtype (as PyTorch); a half-type result is rounded once, at the end.
+Handle softmax(const Handle& x, int dim, bool log) {
+  Handle r = softmax_f32(x, dim, log);
+  return is_half(x->dtype) ? cast(r, x->dtype) : r;
 }
 
 }  // namespace kiln::detail

@@ -10,22 +10,38 @@ namespace {
 
 const char* value_type(DType t) { return cuda_value_type(t); }
 
-// The expression that converts value `v` of dtype `from` to `to`.
+// The expression that converts value `v` of dtype `from` to `to`: a conversion between the
+// dtypes' value types (a half type's is float), then, into a half type, the rounding an explicit
+// cast stores.
 std::string cast_expr(const std::string& v, DType from, DType to) {
   if (from == to) return v;
-  const char* pattern = "{}";
-  switch (to) {
-    case DType::f32:
-      pattern = from == DType::i32 ? "(float){}" : "({} ? 1.0f : 0.0f)";
-      break;
-    case DType::i32:
-      pattern = from == DType::f32 ? "kiln::f32_to_i32({})" : "({} ? 1 : 0)";
-      break;
-    case DType::boolean:
-      pattern = from == DType::f32 ? "({} != 0.0f)" : "({} != 0)";
-      break;
+  const DType f = compute_dtype(from), t = compute_dtype(to);
+  std::string e = v;
+  // A half-type operand may hold an unrounded float (an intermediate of a fused group): it is
+  // rounded to its type first, the value a stored result would have.
+  if (from == DType::bf16) e = fmt::format("kiln::round_bf16({})", v);
+  if (from == DType::f16) e = fmt::format("kiln::round_f16({})", v);
+  if (f != t) {
+    const char* pattern = "{}";
+    switch (t) {
+      case DType::f32:
+        pattern = f == DType::i32 ? "(float){}" : "({} ? 1.0f : 0.0f)";
+        break;
+      case DType::i32:
+        pattern = f == DType::f32 ? "kiln::f32_to_i32({})" : "({} ? 1 : 0)";
+        break;
+      case DType::boolean:
+        pattern = f == DType::f32 ? "({} != 0.0f)" : "({} != 0)";
+        break;
+      case DType::bf16:
+      case DType::f16:
+        throw InternalError("cuda codegen: a half type is not a value type");
+    }
+    e = fmt::format(fmt::runtime(pattern), e);
   }
-  return fmt::format(fmt::runtime(pattern), v);
+  if (to == DType::bf16) return fmt::format("kiln::round_bf16({})", e);
+  if (to == DType::f16) return fmt::format("kiln::round_f16({})", e);
+  return e;
 }
 
 const char* comparison_operator(Op op) {
@@ -123,51 +139,75 @@ std::string body_statements(const Program& p) {
   return s;
 }
 
+std::string load_value(DType t, const std::string& e) { return cuda_load_value(t, e); }
+
+}  // namespace
+
+std::string cuda_load_value(DType t, const std::string& e) {
+  switch (t) {
+    case DType::boolean:
+      return fmt::format("({} != 0)", e);
+    case DType::bf16:
+    case DType::f16:
+      return fmt::format("kiln::to_f32({})", e);
+    case DType::f32:
+    case DType::i32:
+      break;
+  }
+  return e;
+}
+
+namespace {
+
 std::string load_expr(DType t, const std::string& ptr, const std::string& off) {
-  return t == DType::boolean ? fmt::format("({}[{}] != 0)", ptr, off)
-                             : fmt::format("{}[{}]", ptr, off);
+  return load_value(t, fmt::format("{}[{}]", ptr, off));
 }
 
+// The value v of dtype t as its stored element.
 std::string store_value(DType t, const std::string& v) {
-  return t == DType::boolean ? fmt::format("(unsigned char){}", v) : v;
+  switch (t) {
+    case DType::boolean:
+      return fmt::format("(unsigned char){}", v);
+    case DType::bf16:
+      return fmt::format("kiln::to_bf16({})", v);
+    case DType::f16:
+      return fmt::format("kiln::to_f16({})", v);
+    case DType::f32:
+    case DType::i32:
+      break;
+  }
+  return v;
 }
 
+// Four stored elements of dtype t, loaded or stored at once.
 const char* vector_type(DType t) {
   switch (t) {
     case DType::f32:
       return "float4";
     case DType::i32:
       return "int4";
-    default:
+    case DType::boolean:
       return "uchar4";
+    case DType::bf16:
+      return "kiln::bf16x4";
+    case DType::f16:
+      return "kiln::f16x4";
   }
+  return "?";
 }
+
+// The C type of a scalar parameter of dtype t.
+const char* scalar_type(DType t) { return cuda_scalar_type(t); }
 
 constexpr const char* kLane[4] = {"x", "y", "z", "w"};
 
 }  // namespace
 
-const char* cuda_value_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "float";
-    case DType::i32:
-      return "int";
-    default:
-      return "bool";
-  }
-}
+const char* cuda_value_type(DType t) { return detail::info(t).cuda_value; }
 
-const char* cuda_storage_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "float";
-    case DType::i32:
-      return "int";
-    default:
-      return "unsigned char";
-  }
-}
+const char* cuda_storage_type(DType t) { return detail::info(t).cuda_storage; }
+
+const char* cuda_scalar_type(DType t) { return compute_dtype(t) == DType::f32 ? "float" : "int"; }
 
 // The prelude is CUDA C of its own, src/ir/cuda_prelude.cuh, embedded at build time; what each
 // kernel adds to it (body, geometry, entry point) is generated below.
@@ -194,7 +234,7 @@ std::string cuda_body(const Program& p, const std::string& name, bool wide_index
   for (std::size_t i = 0; i < p.inputs.size(); ++i)
     params += fmt::format(", {} x{}", value_type(p.inputs[i]), i);
   for (std::size_t s = 0; s < p.scalars.size(); ++s)
-    params += fmt::format(", {} s{}", p.scalars[s] == DType::f32 ? "float" : "int", s);
+    params += fmt::format(", {} s{}", scalar_type(p.scalars[s]), s);
   for (std::size_t o = 0; o < p.outputs.size(); ++o)
     params += fmt::format(", {}& y{}", value_type(p.dtype(p.outputs[o])), o);
   return fmt::format("__device__ __forceinline__ void {}({}) {{\n{}}}\n", name, params,
@@ -238,7 +278,7 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   for (std::size_t o = 0; o < n_out; ++o)
     kparams += fmt::format("{}{}* __restrict__ out{}", sep(), cuda_storage_type(out_dtype(o)), o);
   for (std::size_t s = 0; s < p.scalars.size(); ++s)
-    kparams += fmt::format("{}{} s{}", sep(), p.scalars[s] == DType::f32 ? "float" : "int", s);
+    kparams += fmt::format("{}{} s{}", sep(), scalar_type(p.scalars[s]), s);
   if (strided) kparams += fmt::format("{}KilnGeometry g", sep());
   kparams += fmt::format("{}{} n", sep(), I);
 
@@ -308,7 +348,7 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
         if (l.inputs[i] == Access::splat) continue;
         std::string lv = fmt::format("a{}.{}", i, kLane[lane]);
         body += fmt::format("      const {} x{} = {};\n", value_type(p.inputs[i]), i,
-                            p.inputs[i] == DType::boolean ? fmt::format("({} != 0)", lv) : lv);
+                            load_value(p.inputs[i], lv));
       }
       for (std::size_t o = 0; o < n_out; ++o)
         body += fmt::format("      {} y{};\n", value_type(out_dtype(o)), o);

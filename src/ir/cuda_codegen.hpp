@@ -57,9 +57,13 @@ std::string cuda_body(const Program& program, const std::string& name, bool wide
 // The device functions every kiln kernel may use (kiln::relu, kiln::minimum, kiln::isnan_f...).
 const std::string& cuda_prelude();
 
-// The CUDA C type of a register holding `t` ("float", "int", "bool") and of its storage in
-// memory ("float", "int", "unsigned char").
+// The CUDA C type of a register holding `t` ("float", "int", "bool"; a half type's is "float")
+// and of its storage in memory ("float", "int", "unsigned char", "kiln::bf16", "kiln::f16").
 const char* cuda_value_type(DType t);
 const char* cuda_storage_type(DType t);
+// The expression that turns stored element `e` of dtype t into its value type.
+std::string cuda_load_value(DType t, const std::string& e);
+// The C type of a scalar parameter of dtype t (a bool scalar is passed as an int).
+const char* cuda_scalar_type(DType t);
 
 }  // namespace kiln::ir

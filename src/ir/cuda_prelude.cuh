@@ -83,4 +83,41 @@ __device__ __forceinline__ int f32_to_i32(float x) {
   if (x < -2147483648.0f) return -2147483647 - 1;
   return (int)x;
 }
+// The half types in memory: their 16 bits, in a struct of their own so that overloads tell
+// them apart (and apart from integers). Values are computed in float; storing rounds to nearest
+// even, overflow gives Inf, NaN stays NaN: as kiln::bfloat16 / kiln::float16 on the host
+// (include/kiln/half.hpp). bf16 in integer operations (no PTX of sm_80+ needed); f16 with the
+// conversion instructions every architecture has.
+struct bf16 {
+  unsigned short bits;
+};
+struct f16 {
+  unsigned short bits;
+};
+struct __align__(8) bf16x4 {
+  bf16 x, y, z, w;
+};
+struct __align__(8) f16x4 {
+  f16 x, y, z, w;
+};
+__device__ __forceinline__ float to_f32(bf16 h) { return __uint_as_float((unsigned)h.bits << 16); }
+__device__ __forceinline__ bf16 to_bf16(float f) {
+  const unsigned u = __float_as_uint(f);
+  const bf16 nan = {(unsigned short)((u >> 16) | 0x40u)};
+  const bf16 r = {(unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+  return (u & 0x7fffffffu) > 0x7f800000u ? nan : r;
+}
+__device__ __forceinline__ float to_f32(f16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+__device__ __forceinline__ f16 to_f16(float f) {
+  f16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+// The value an explicit cast to a half type leaves in a float register.
+__device__ __forceinline__ float round_bf16(float f) { return to_f32(to_bf16(f)); }
+__device__ __forceinline__ float round_f16(float f) { return to_f32(to_f16(f)); }
 }  // namespace kiln

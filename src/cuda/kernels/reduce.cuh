@@ -18,6 +18,16 @@ namespace kr {
 __device__ __forceinline__ float load(float v) { return v; }
 __device__ __forceinline__ int load(int v) { return v; }
 __device__ __forceinline__ int load(unsigned char v) { return v != 0; }
+__device__ __forceinline__ float load(kiln::bf16 v) { return kiln::to_f32(v); }
+__device__ __forceinline__ float load(kiln::f16 v) { return kiln::to_f32(v); }
+// Writes a policy's result into an output element: a half type rounds (the result is computed
+// in float), the others convert as C does.
+template <class O, class V>
+__device__ __forceinline__ void put(O& o, V v) {
+  o = v;
+}
+__device__ __forceinline__ void put(kiln::bf16& o, float v) { o = kiln::to_bf16(v); }
+__device__ __forceinline__ void put(kiln::f16& o, float v) { o = kiln::to_f16(v); }
 
 __device__ __forceinline__ bool nan_of(float v) { return v != v; }
 __device__ __forceinline__ bool nan_of(int) { return false; }
@@ -246,7 +256,7 @@ __device__ __forceinline__ void by_block(const XS& xs, O* out, typename P::Acc* 
       if (kSplit)
         part[w] = a;
       else
-        out[o] = P::finish(a, (long long)len);
+        put(out[o], P::finish(a, (long long)len));
     }
   }
 }
@@ -268,7 +278,7 @@ __device__ __forceinline__ void by_thread(const XS& xs, O* out, typename P::Acc*
     if (kSplit)
       part[(long long)o * chunks + c] = a;
     else
-      out[o] = P::finish(a, (long long)len);
+      put(out[o], P::finish(a, (long long)len));
   }
 }
 
@@ -282,7 +292,7 @@ __device__ __forceinline__ void combine(const typename P::Acc* part, O* out, lon
       a = P::combine(a, part[o * chunks + c]);
     }
     a = block_combine<P>(a);
-    if (threadIdx.x == 0) out[o] = P::finish(a, len);
+    if (threadIdx.x == 0) put(out[o], P::finish(a, len));
   }
 }
 }  // namespace kr

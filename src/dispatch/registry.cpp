@@ -209,7 +209,28 @@ void Device::sync() const { detail::backend(*this).sync(); }
 
 namespace {
 
-// What each part of device's live chain reports (Backend::features), outermost first.
+// The dtypes the chain runs each kind of op on (Backend::supports, asked with one dtype for
+// every operand), so that a dtype a backend lacks shows in `kiln info` before a call fails.
+void add_dtype_facts(const detail::Backend& chain, std::vector<DeviceInfo::Fact>& out) {
+  using detail::BackendOp;
+  for (BackendOp op :
+       {BackendOp::elementwise, BackendOp::reduce, BackendOp::matmul, BackendOp::random}) {
+    std::string list;
+    for (int i = 0; i < detail::kNumDTypes; ++i) {
+      const auto t = static_cast<DType>(i);
+      const DType operands[] = {t, t};
+      if (!chain.supports(op, std::span<const DType>(operands, op == BackendOp::matmul ? 2 : 1)))
+        continue;
+      if (!list.empty()) list += ' ';
+      list += dtype_name(t);
+    }
+    out.push_back({chain.name(), std::string(detail::backend_op_name(op)) + " dtypes",
+                   list.empty() ? "none" : list});
+  }
+}
+
+// What each part of device's live chain reports (Backend::features), outermost first, then the
+// dtypes the chain runs.
 std::vector<DeviceInfo::Fact> facts(Device device) {
   std::vector<DeviceInfo::Fact> out;
   for (const detail::Backend* b = &detail::backend(device); b;) {
@@ -218,6 +239,7 @@ std::vector<DeviceInfo::Fact> facts(Device device) {
     const auto* d = dynamic_cast<const detail::Decorator*>(b);
     b = d ? &d->inner() : nullptr;
   }
+  add_dtype_facts(detail::backend(device), out);
   return out;
 }
 

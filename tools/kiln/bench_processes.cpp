@@ -17,11 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "dispatch/diagnostics.hpp"
 #include "json.hpp"
 #include "kiln/kiln.hpp"
-#if KILN_WITH_PERSISTENCE
-#include "store/store.hpp"
-#endif
 
 extern char** environ;
 
@@ -54,17 +52,18 @@ StoreState store_state() {
     s.why = off;
     return s;
   }
-#if KILN_WITH_PERSISTENCE
-  if (store::Store* st = store::process_store()) {
-    s.persistent = st->persistent();
-    s.why = st->why();
-    s.where = s.persistent ? st->file().string() : fmt::format("memory-only, {}", s.why);
+  // Without statuses: comparing identities would start CUDA in this process, whose job is only
+  // to start the processes that run the workloads.
+  const diagnostics::StoreReport r = diagnostics::process_store_report(/*statuses=*/false);
+  if (r.location.mode != diagnostics::StoreMode::closed) {
+    s.persistent = r.location.mode == diagnostics::StoreMode::persistent;
+    s.why = r.location.why;
+    s.where = s.persistent ? r.location.file : fmt::format("memory-only, {}", s.why);
     std::int64_t rows = 0;
-    for (const store::Usage& u : st->usage()) rows += u.tune_entries + u.kernel_entries;
+    for (const diagnostics::StoreUsage& u : r.usage) rows += u.tune_rows + u.kernels;
     s.rows = rows;
     return s;
   }
-#endif
   s.where = "off";
   s.why = "kiln::store::process_store() gave no store";
   return s;

@@ -26,13 +26,11 @@
 
 #include "bench.hpp"
 #include "bench_processes.hpp"
+#include "dispatch/diagnostics.hpp"
 #include "json.hpp"
 #include "kiln/kiln.hpp"
 #include "svg_plot.hpp"
 #include "table.hpp"
-#if KILN_WITH_PERSISTENCE
-#include "store/store.hpp"
-#endif
 
 extern char** environ;
 
@@ -282,21 +280,14 @@ struct StoreContents {
 
 StoreContents store_contents(const fs::path& dir) {
   StoreContents c;
-#if KILN_WITH_PERSISTENCE
-  store::Options o;
-  o.dir = dir;
-  store::Store st(o);
-  c.persistent = st.persistent();
-  c.why = st.why();
-  for (const store::Usage& u : st.usage()) {
-    c.tune_rows += u.tune_entries;
-    c.kernels += u.kernel_entries;
+  const diagnostics::StoreReport r = diagnostics::store_report_at(dir.string());
+  c.persistent = r.location.mode == diagnostics::StoreMode::persistent;
+  c.why = r.location.why;
+  for (const diagnostics::StoreUsage& u : r.usage) {
+    c.tune_rows += u.tune_rows;
+    c.kernels += u.kernels;
     c.bytes += u.bytes;
   }
-#else
-  (void)dir;
-  c.why = "built with -DKILN_PERSISTENCE=OFF";
-#endif
   return c;
 }
 

@@ -3,30 +3,21 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "cpu/blas_info.hpp"
-#include "cpu/parallel.hpp"
+#include "dispatch/diagnostics.hpp"
 #include "json.hpp"
 #include "kiln/kiln.hpp"
-#include "store_status.hpp"
 #include "table.hpp"
-#if KILN_WITH_SIMD
-#include "core/simd_targets.hpp"
-#endif
-#if KILN_WITH_CUDA
-#include "cuda/context.hpp"
-#endif
-#if KILN_WITH_PERSISTENCE
-#include "store/location.hpp"
-#include "store/store.hpp"
-#endif
+#include "text.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -61,20 +52,19 @@ constexpr FeatureCost kCosts[] = {
     {"simd", "KILN_SIMD", "CPU element-wise kernels run scalar loops"},
 };
 
-// The build acknowledged its compiled-out features (-DKILN_QUIET_FEATURES=ON, as the minimal
-// preset does).
-constexpr bool kQuietBuild = KILN_QUIET_FEATURES;
-
 // kiln::features(), asked once per report.
 using Features = std::vector<FeatureState>;
 
 void feature_findings(const Features& features, std::vector<Finding>& out) {
+  // The build acknowledged its compiled-out features (-DKILN_QUIET_FEATURES=ON, as the minimal
+  // preset does).
+  const bool quiet = diagnostics::quiet_build();
   for (const FeatureState& f : features) {
     for (const FeatureCost& c : kCosts) {
       if (f.name != c.name || f.live) continue;
       if (!f.compiled) {
         out.push_back({f.name, fmt::format("{} is compiled out ({}=OFF)", f.name, c.option), c.cost,
-                       fmt::format("rebuild kiln with -D{}=ON", c.option), !kQuietBuild});
+                       fmt::format("rebuild kiln with -D{}=ON", c.option), !quiet});
       } else {
         out.push_back({f.name, fmt::format("{} is switched off ({})", f.name, f.why), c.cost,
                        f.why.find("environment") != std::string::npos
@@ -114,14 +104,7 @@ CpuFacts cpu_facts() {
   f.backend = cpu.backend_name();
   const std::string inner = f.backend.substr(f.backend.find("cpu<") + 4);
   f.simd_target = inner.substr(0, inner.find('>'));
-#if KILN_WITH_SIMD
-  f.cpu_targets = detail::simd_targets();
-#endif
-  f.threads = cpu::thread_count();
   f.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
-  f.blas = cpu::blas_library();
-  f.blas_core = cpu::blas_core();
-  f.blas_core_origin = cpu::blas_core_origin();
   // kiln gives the BLAS its thread count per product (src/cpu/matmul.cpp): ask after one large
   // enough to be threaded, so that the count is what CPU matmul really runs on.
   const auto a = Tensor<2>::ones({256, 256}, DType::f32, cpu);
@@ -130,7 +113,13 @@ CpuFacts cpu_facts() {
   } catch (const kiln::DeviceError& e) {
     f.matmul_error = e.what();  // no CBLAS could be loaded: a finding below
   }
-  f.blas_threads = cpu::blas_threads();
+  diagnostics::CpuReport r = diagnostics::cpu_report();
+  f.cpu_targets = std::move(r.simd_targets);
+  f.threads = r.threads;
+  f.blas = std::move(r.blas);
+  f.blas_core = std::move(r.blas_core);
+  f.blas_core_origin = std::move(r.blas_core_origin);
+  f.blas_threads = r.blas_threads;
   return f;
 }
 
@@ -182,24 +171,6 @@ void cpu_findings(const CpuFacts& c, const Features& features, std::vector<Findi
   }
 }
 
-// ---- CUDA ----
-
-struct CudaFacts {
-  bool built = KILN_WITH_CUDA != 0;
-  std::string runtime, driver, nvrtc, cublas;
-};
-
-CudaFacts cuda_facts() {
-  CudaFacts f;
-#if KILN_WITH_CUDA
-  f.runtime = cuda::runtime_version();
-  f.driver = cuda::driver_version();
-  f.nvrtc = cuda::nvrtc_version();
-  f.cublas = cuda::cublas_version();
-#endif
-  return f;
-}
-
 // ---- the store ----
 
 struct StoreUsage {
@@ -208,7 +179,7 @@ struct StoreUsage {
 };
 
 struct StoreFacts {
-  bool built = KILN_WITH_PERSISTENCE != 0;
+  bool built = false;
   bool open = false;      // persistence live: this process opened it
   std::string directory;  // where it is (or would be)
   std::string file;       // the database in use; empty while memory-only
@@ -225,32 +196,30 @@ struct StoreFacts {
 
 StoreFacts store_facts() {
   StoreFacts f;
-#if KILN_WITH_PERSISTENCE
-  f.directory = store::cache_directory(store::current_environment()).string();
-  store::Store* st = store::process_store();
-  if (st == nullptr) return f;
+  const diagnostics::StoreReport r = diagnostics::process_store_report(/*statuses=*/true);
+  const diagnostics::StoreLocation& l = r.location;
+  f.built = l.built;
+  f.directory = l.directory;
+  if (l.mode == diagnostics::StoreMode::closed) return f;
+  const bool persistent = l.mode == diagnostics::StoreMode::persistent;
   f.open = true;
-  f.directory = st->directory().string();
-  f.file = st->file().string();
-  f.mode = store::mode_name(st->mode());
-  f.build = store::build_revision();
-  f.writable = st->persistent() && ::access(f.directory.c_str(), W_OK) == 0;
-  f.why = st->persistent() ? (f.writable ? "" : "the directory is not writable") : st->why();
+  f.file = l.file;
+  f.mode = diagnostics::store_mode_name(l.mode);
+  f.build = l.build;
+  f.writable = persistent && ::access(f.directory.c_str(), W_OK) == 0;
+  f.why = persistent ? (f.writable ? "" : "the directory is not writable") : l.why;
   for (const char* suffix : {"", "-wal"}) {
     if (f.file.empty()) break;  // memory-only: no file to measure
     std::error_code ec;
     const auto n = std::filesystem::file_size(f.file + suffix, ec);
     if (!ec) f.file_bytes += static_cast<std::int64_t>(n);
   }
-  const auto present = present_identities();
-  for (const store::Usage& u : st->usage()) {
-    f.usage.push_back({printable(u.identity.describe()), identity_status(u.identity, present),
-                       u.tune_entries, u.kernel_entries, u.bytes});
+  for (const diagnostics::StoreUsage& u : r.usage) {
+    f.usage.push_back({printable(u.identity), u.status, u.tune_rows, u.kernels, u.bytes});
   }
-  for (const std::string& w : st->warnings()) {
+  for (const std::string& w : r.warnings) {
     if (f.why.empty() || w.find(f.why) == std::string::npos) f.found.push_back(w);
   }
-#endif
   return f;
 }
 
@@ -272,8 +241,8 @@ void store_findings(const StoreFacts& s, std::vector<Finding>& out) {
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
 void print_text(const std::vector<DeviceInfo>& devs, const Features& features, const CpuFacts& c,
-                const CudaFacts& g, const StoreFacts& s, const std::vector<Finding>& findings,
-                int status) {
+                const diagnostics::CudaReport& g, const StoreFacts& s,
+                const std::vector<Finding>& findings, int status) {
   fmt::print("kiln {} doctor\n\ndevices:\n", version());
   std::vector<std::vector<std::string>> rows{{"name", "present", "backend / why absent"}};
   for (const DeviceInfo& d : devs)
@@ -314,7 +283,6 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
   } else if (!s.open) {
     fmt::print("  {} (not opened: persistence is off in this process)\n", s.directory);
   } else {
-#if KILN_WITH_PERSISTENCE
     fmt::print("  {} ({}, {})\n", s.file.empty() ? s.directory : s.file,
                s.writable ? "writable" : "not writable: " + s.why, format_bytes(s.file_bytes));
     fmt::print("  this build: kiln {}, build {}\n", version(), s.build);
@@ -326,7 +294,6 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
                       format_bytes(u.bytes), u.status});
     }
     if (!s.usage.empty()) print_table(rows, "  ");
-#endif
   }
 
   fmt::print("\nfindings:\n");
@@ -352,8 +319,8 @@ std::string json_strings(const std::vector<std::string>& items) {
 }
 
 void print_json(const std::vector<DeviceInfo>& devs, const Features& features, const CpuFacts& c,
-                const CudaFacts& g, const StoreFacts& s, const std::vector<Finding>& findings,
-                int status) {
+                const diagnostics::CudaReport& g, const StoreFacts& s,
+                const std::vector<Finding>& findings, int status) {
   std::vector<std::string> items;
   for (const DeviceInfo& d : devs) {
     items.push_back(fmt::format(R"({{"name": {}, "present": {}, "backend": {}, "reason": {}}})",
@@ -409,7 +376,7 @@ int run_doctor(const DoctorOptions& o) {
   const std::vector<DeviceInfo> devs = devices();
   const Features feats = features();
   const CpuFacts c = cpu_facts();
-  const CudaFacts g = cuda_facts();
+  const diagnostics::CudaReport g = diagnostics::cuda_report();
   const StoreFacts s = store_facts();
   std::vector<Finding> findings;
   feature_findings(feats, findings);

@@ -1,39 +1,10 @@
-#include "store_status.hpp"
+#include "text.hpp"
 
-#if KILN_WITH_PERSISTENCE
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "kiln/kiln.hpp"
-#if KILN_WITH_CUDA
-#include "cuda/context.hpp"
-#include "cuda/store_identity.hpp"
-#endif
-
 namespace kiln::cli {
-
-std::vector<std::pair<std::string, store::Identity>> present_identities() {
-  std::vector<std::pair<std::string, store::Identity>> ids;
-#if KILN_WITH_CUDA
-  for (const DeviceInfo& d : devices()) {
-    if (!d.present || d.name.rfind("cuda:", 0) != 0) continue;
-    const int index = std::stoi(d.name.substr(5));
-    ids.emplace_back(d.name, cuda::store_identity(cuda::context(index)));
-  }
-#endif
-  return ids;
-}
-
-std::string identity_status(const store::Identity& id,
-                            const std::vector<std::pair<std::string, store::Identity>>& present) {
-  for (const auto& [name, p] : present) {
-    if (p == id) return "current (" + name + ")";
-  }
-  if (id.kiln_version != version() || id.build != store::build_revision() || !present.empty())
-    return "stale: another device, version or build";
-  return "not compared: no CUDA device present";
-}
 
 namespace {
 
@@ -91,12 +62,6 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-store::Store& command_store(std::unique_ptr<store::Store>& own) {
-  if (store::Store* s = store::process_store()) return *s;
-  own = std::make_unique<store::Store>();
-  return *own;
-}
-
 std::string format_bytes(std::int64_t b) {
   if (b < 1024) return fmt::format("{} B", b);
   if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
@@ -104,4 +69,3 @@ std::string format_bytes(std::int64_t b) {
 }
 
 }  // namespace kiln::cli
-#endif

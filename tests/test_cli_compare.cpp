@@ -156,7 +156,8 @@ TEST_F(CliCompare, PlotIsAnSvgWithOneBarPerCell) {
   EXPECT_TRUE(has(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\"")) << svg.substr(0, 300);
   EXPECT_TRUE(has(svg, "</svg>"));
   const std::size_t configs = expected_configurations().run.size();
-  constexpr std::size_t kRows = 4;  // chain8, matmul, first chain8, first matmul on the CPU
+  // chain8, matmul, chain8 bf16, matmul bf16, and their first calls, on the CPU.
+  constexpr std::size_t kRows = 8;
   EXPECT_EQ(occurrences(svg, "<rect class=\"bar\""), kRows * configs);
   EXPECT_EQ(occurrences(svg, "<rect class=\"legend\""), configs);
   EXPECT_TRUE(has(svg, "log2")) << "the axis says its scale";

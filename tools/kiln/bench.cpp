@@ -42,6 +42,7 @@ struct WorkloadResult {
   std::string precision;  // matmul: "highest" or "high" (TF32); empty otherwise
   std::int64_t rows = 0, cols = 0;
   Timing timing;
+  DType dtype = DType::f32;
 };
 
 struct DeviceResult {
@@ -117,17 +118,25 @@ double chain8_reference(float x) {
 }
 
 void check_shape(const char* workload, const std::string& device, const Tensor<2>& r,
-                 std::int64_t rows, std::int64_t cols) {
-  if (r.size(0) != rows || r.size(1) != cols || r.dtype() != DType::f32) {
-    throw CheckError(fmt::format("{} on {}: result is {}x{} {}, expected {}x{} f32", workload,
-                                 device, r.size(0), r.size(1), dtype_name(r.dtype()), rows, cols));
+                 std::int64_t rows, std::int64_t cols, DType dtype) {
+  if (r.size(0) != rows || r.size(1) != cols || r.dtype() != dtype) {
+    throw CheckError(fmt::format("{} on {}: result is {}x{} {}, expected {}x{} {}", workload,
+                                 device, r.size(0), r.size(1), dtype_name(r.dtype()), rows, cols,
+                                 dtype_name(dtype)));
   }
 }
 
+// The half types' unit in the last place at 1 (bf16 keeps 8 significant bits, f16 11).
+double half_epsilon(DType t) { return t == DType::bf16 ? 0x1p-7 : 0x1p-10; }
+
 // Compares a few hundred elements of chain8's output with the same formula in float64 on the host.
-void check_chain8(const std::string& device, const std::vector<float>& x, const Tensor<2>& z) {
-  constexpr double kTolerance = 1e-5;
-  check_shape("chain8", device, z, kChainSide, kChainSide);
+// In a half type each of the eight ops may round its result (fusion off), each rounding within
+// half a unit at 1 of the output's size (values are at most 1), and no op magnifies an error
+// (|sin'| <= 1, the scales are 0.5): so 8 half-units, 4 units at 1.
+void check_chain8(const std::string& device, const std::vector<float>& x, const Tensor<2>& z,
+                  DType dtype) {
+  const double kTolerance = dtype == DType::f32 ? 1e-5 : 4 * half_epsilon(dtype);
+  check_shape("chain8", device, z, kChainSide, kChainSide, dtype);
   const std::vector<float> got = z.to_vector<float>();
   for (std::size_t i : sample_indices(got.size(), 300)) {
     const double want = chain8_reference(x[i]);
@@ -144,9 +153,12 @@ void check_chain8(const std::string& device, const std::vector<float>& x, const 
 // worst-case bound for a k-term float dot product, k * 2^-24 * sum|a_ik b_kj|, doubled: any
 // correct float32 GEMM meets it, while a wrong index or a missing block misses it by far.
 // Under Precision::high (TF32) operands keep 10 mantissa bits, so the bound is 2^-10 relative.
+// Half operands (a and b hold their values) multiply exactly in f32 and accumulate in f32; the
+// result then rounds once to the half type: one more half-unit relative.
 void check_matmul(const std::string& device, const std::vector<float>& a,
-                  const std::vector<float>& b, const Tensor<2>& c, bool tf32, std::int64_t n) {
-  check_shape("matmul", device, c, n, n);
+                  const std::vector<float>& b, const Tensor<2>& c, bool tf32, std::int64_t n,
+                  DType dtype) {
+  check_shape("matmul", device, c, n, n, dtype);
   const std::vector<float> got = c.to_vector<float>();
   for (std::size_t flat : sample_indices(got.size(), 200)) {
     const std::size_t i = flat / n, j = flat % n;
@@ -156,8 +168,9 @@ void check_matmul(const std::string& device, const std::vector<float>& a,
       want += p;
       magnitude += std::abs(p);
     }
+    const double rounding = dtype == DType::f32 ? 0.0 : half_epsilon(dtype) * std::abs(want);
     const double tolerance =
-        (tf32 ? 0x1p-10 : 2.0 * static_cast<double>(n) * 0x1p-24) * magnitude + 1e-30;
+        (tf32 ? 0x1p-10 : 2.0 * static_cast<double>(n) * 0x1p-24) * magnitude + rounding + 1e-30;
     const double diff = std::abs(static_cast<double>(got[flat]) - want);
     if (!(diff <= tolerance)) {
       throw CheckError(fmt::format(
@@ -167,25 +180,28 @@ void check_matmul(const std::string& device, const std::vector<float>& a,
   }
 }
 
-WorkloadResult run_chain8(const Device& device, int runs) {
+WorkloadResult run_chain8(const Device& device, int runs, DType dtype = DType::f32) {
   const auto x =
-      Tensor<2>::random({kChainSide, kChainSide}, Distribution::uniform(0, 1), device, 1);
+      Tensor<2>::random({kChainSide, kChainSide}, Distribution::uniform(0, 1), device, 1).to(dtype);
   const std::vector<float> x_host = x.to_vector<float>();  // also waits for x to exist
   const std::string where = device.str();
   const Timing t = measure(
       device, runs, [&] { return chain8(x); },
-      [&](const Tensor<2>& z) { check_chain8(where, x_host, z); });
-  return {"chain8", "", kChainSide, kChainSide, t};
+      [&](const Tensor<2>& z) { check_chain8(where, x_host, z, dtype); });
+  return {"chain8", "", kChainSide, kChainSide, t, dtype};
 }
 
 // `name`: "matmul", or "new-shape matmul" (operands made on the CPU: a process whose store is
 // empty would otherwise compile the random kernel first).
 WorkloadResult run_matmul(const Device& device, int runs, Precision precision,
-                          const std::string& name = "matmul", std::int64_t side = kMatmulSide) {
+                          const std::string& name = "matmul", std::int64_t side = kMatmulSide,
+                          DType dtype = DType::f32) {
   const Shape<2> shape{side, side};
   const Device made_on = name == "matmul" ? device : Device::cpu();
-  const auto a = Tensor<2>::random(shape, Distribution::uniform(0, 1), made_on, 2).to(device);
-  const auto b = Tensor<2>::random(shape, Distribution::uniform(0, 1), made_on, 3).to(device);
+  const auto a =
+      Tensor<2>::random(shape, Distribution::uniform(0, 1), made_on, 2).to(device).to(dtype);
+  const auto b =
+      Tensor<2>::random(shape, Distribution::uniform(0, 1), made_on, 3).to(device).to(dtype);
   const std::vector<float> a_host = a.to_vector<float>(), b_host = b.to_vector<float>();
   const std::string where = device.str();
   const bool tf32 = precision == Precision::high;
@@ -193,9 +209,9 @@ WorkloadResult run_matmul(const Device& device, int runs, Precision precision,
   set_float32_matmul_precision(precision);
   const Timing t = measure(
       device, runs, [&] { return matmul(a, b); },
-      [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c, tf32, side); });
+      [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c, tf32, side, dtype); });
   set_float32_matmul_precision(saved);
-  return {name, tf32 ? "high" : "highest", side, side, t};
+  return {name, tf32 ? "high" : "highest", side, side, t, dtype};
 }
 
 constexpr const char* kNewShape = "new-shape matmul";
@@ -238,9 +254,10 @@ std::map<std::string, std::vector<WorkloadResult>> new_shape_rows(const BenchOpt
   return rows;
 }
 
-// "chain8 2048x2048 f32", "matmul 1024x1024 f32 tf32": a workload as lines and reports name it.
+// "chain8 2048x2048 f32", "matmul 1024x1024 f32 tf32", "matmul 4096x4096 bf16": a workload as
+// lines and reports name it.
 std::string label(const WorkloadResult& w) {
-  return fmt::format("{} {}x{} f32{}", w.name, w.rows, w.cols,
+  return fmt::format("{} {}x{} {}{}", w.name, w.rows, w.cols, dtype_name(w.dtype),
                      w.precision == "high" ? " tf32" : "");
 }
 
@@ -275,10 +292,10 @@ std::string json_report(const std::vector<DeviceResult>& results) {
       if (!workloads.empty()) workloads += ", ";
       // {} prints the shortest text that reads back as the same double: valid JSON numbers.
       workloads += fmt::format(
-          "{{\"name\": {}, \"shape\": [{}, {}], \"dtype\": \"f32\", {}\"first_s\": {}, "
+          "{{\"name\": {}, \"shape\": [{}, {}], \"dtype\": \"{}\", {}\"first_s\": {}, "
           "\"min_s\": {}, \"median_s\": {}, \"runs\": {}, \"first_compiles\": {}, "
           "\"first_compile_s\": {}, \"first_loaded\": {}}}",
-          json_string(w.name), w.rows, w.cols,
+          json_string(w.name), w.rows, w.cols, dtype_name(w.dtype),
           w.precision.empty() ? "" : fmt::format("\"precision\": {}, ", json_string(w.precision)),
           w.timing.first_s, w.timing.min_s, w.timing.median_s, w.timing.runs,
           w.timing.first_compile.kernels, w.timing.first_compile.seconds,
@@ -307,6 +324,19 @@ void write_report(int fd, const std::vector<DeviceResult>& results) {
     }
   }
   std::fclose(f);
+}
+
+// Whether the device's chain multiplies `dtype` (the "matmul dtypes" kiln info lists).
+bool runs_matmul(const std::string& device, DType dtype) {
+  for (const DeviceInfo& info : devices()) {
+    if (info.name != device) continue;
+    for (const auto& f : info.facts) {
+      if (f.name != "matmul dtypes") continue;
+      const std::string list = " " + f.value + " ";
+      if (list.find(std::string(" ") + dtype_name(dtype) + " ") != std::string::npos) return true;
+    }
+  }
+  return false;
 }
 
 // kiln::devices() names a present device "cpu" or "cuda:N" (and an absent kind "cuda").
@@ -377,8 +407,18 @@ void run_bench(const BenchOptions& options) {
     report(run_chain8(device, options.runs));
     report(run_matmul(device, options.runs, Precision::highest));
     // The CPU computes strict fp32 under either precision; CUDA has TF32 tensor cores.
+    if (cuda) report(run_matmul(device, options.runs, Precision::high));
+    // bf16, where the device's chain runs it: chain8, and matmul at 1024 (and on CUDA at 4096,
+    // where tensor cores make it the workload of training; on the CPU a 4096^3 product takes
+    // a second or more, too long for the hundred runs a bench makes).
+    report(run_chain8(device, options.runs, DType::bf16));
+    if (runs_matmul(r.device, DType::bf16)) {
+      report(
+          run_matmul(device, options.runs, Precision::highest, "matmul", kMatmulSide, DType::bf16));
+      if (cuda)
+        report(run_matmul(device, options.runs, Precision::highest, "matmul", 4096, DType::bf16));
+    }
     if (cuda) {
-      report(run_matmul(device, options.runs, Precision::high));
       if (!new_shapes) new_shapes = new_shape_rows(options);  // (every CUDA device at once)
       for (WorkloadResult& w : (*new_shapes)[r.device]) report(std::move(w));
     }

@@ -314,14 +314,26 @@ struct Row {
   std::string metric() const { return first ? "first" : "min"; }
 };
 
-// "chain8", "matmul", "matmul tf32", "new-shape matmul": a reported workload without its shape
-// (the words before the first that starts with a digit).
+// "chain8", "matmul", "matmul tf32", "new-shape matmul": a reported f32 workload without its
+// shape (the words before the first that starts with a digit); another dtype keeps its name and
+// side: "chain8 bf16 2048", "matmul bf16 4096".
 std::string short_name(const std::string& workload) {
   std::size_t end = workload.find(' ');
   while (end != std::string::npos && end + 1 < workload.size() &&
          !std::isdigit(static_cast<unsigned char>(workload[end + 1])))
     end = workload.find(' ', end + 1);
   std::string s = workload.substr(0, end);
+  if (end != std::string::npos) {
+    // After the name: "<rows>x<cols> <dtype>[ tf32]".
+    const std::size_t shape_end = workload.find(' ', end + 1);
+    const std::size_t dtype_end =
+        shape_end == std::string::npos ? std::string::npos : workload.find(' ', shape_end + 1);
+    const std::string shape = workload.substr(end + 1, shape_end - end - 1);
+    const std::string dtype = shape_end == std::string::npos
+                                  ? ""
+                                  : workload.substr(shape_end + 1, dtype_end - shape_end - 1);
+    if (!dtype.empty() && dtype != "f32") s += " " + dtype + " " + shape.substr(0, shape.find('x'));
+  }
   const std::string tf32 = " tf32";
   if (workload.size() >= tf32.size() &&
       workload.compare(workload.size() - tf32.size(), tf32.size(), tf32) == 0) {

@@ -21,11 +21,8 @@
 #include <vector>
 
 #include "cpu/kernels.hpp"
+#include "kernel_tables.hpp"
 #include "kiln/error.hpp"
-
-#if KILN_WITH_SIMD
-#include <hwy/targets.h>
-#endif
 
 namespace {
 
@@ -33,6 +30,10 @@ using kiln::DType;
 using kiln::cpu::KernelTable;
 using kiln::cpu::Lanes;
 using kiln::ir::Op;
+using kt::all_tables;
+using kt::table_name;
+using kt::TableParam;
+using kt::TableTest;
 using i32 = std::int32_t;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -40,51 +41,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kDenormMin = std::numeric_limits<float>::denorm_min();
 constexpr i32 kIntMin = std::numeric_limits<i32>::min();
 constexpr i32 kIntMax = std::numeric_limits<i32>::max();
-
-// ---------------------------------------------------------------------------------------------
-// The tables under test: the scalar table, and the SIMD table once per Highway target compiled
-// in and supported here (Highway's test hook restricts dispatch to that target), so that
-// AVX2, SSE4, SSSE3 and EMU128 all run on an AVX2 machine.
-
-struct TableParam {
-  std::string name;  // the test-name suffix
-  const KernelTable* table;
-  std::int64_t hwy_target;  // 0: no restriction
-};
-// (gtest would otherwise print the struct's raw bytes, padding included, in every test's name.)
-void PrintTo(const TableParam& p, std::ostream* os) { *os << p.name; }
-
-std::vector<TableParam> all_tables() {
-  std::vector<TableParam> v{{"scalar", &kiln::cpu::scalar_kernels(), 0}};
-#if KILN_WITH_SIMD
-  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    std::string name = hwy::TargetName(target);
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    v.push_back({"simd_" + name, &kiln::cpu::simd_kernels(), target});
-  }
-#endif
-  return v;
-}
-
-std::string table_name(const ::testing::TestParamInfo<TableParam>& info) { return info.param.name; }
-
-// Fixture base: restricts SIMD dispatch to the parameter's target for the test's duration.
-class TableTest : public ::testing::TestWithParam<TableParam> {
- protected:
-  void SetUp() override {
-#if KILN_WITH_SIMD
-    if (GetParam().hwy_target != 0) hwy::SetSupportedTargetsForTest(GetParam().hwy_target);
-#endif
-  }
-  void TearDown() override {
-#if KILN_WITH_SIMD
-    if (GetParam().hwy_target != 0) hwy::SetSupportedTargetsForTest(0);
-#endif
-  }
-  const KernelTable& table() const { return *GetParam().table; }
-  // The target that runs, for messages.
-  const char* target() const { return GetParam().name.c_str(); }
-};
 
 bool is_simd(const KernelTable& t) { return &t != &kiln::cpu::scalar_kernels(); }
 

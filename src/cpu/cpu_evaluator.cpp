@@ -57,17 +57,21 @@ Access access(const TensorImpl& t, const CoalescedLayout& layout, std::size_t wh
   return {static_cast<char*>(t.data()), t.dtype, &s, dense, all_zero};
 }
 
-// The f32 lane of a half-type element, and the element a lane rounds to.
-float half_to_lane(DType t, std::uint16_t b) {
-  return t == DType::bf16 ? detail::bf16_bits_to_float(b) : detail::f16_bits_to_float(b);
+// One element of half type t as f32, and an f32 rounded to it: for strided runs, element by
+// element (dense runs convert with the kernel table's SIMD loops).
+float half_value(DType t, std::uint16_t b) {
+  return t == DType::bf16 ? kiln::detail::bf16_bits_to_float(b)
+                          : kiln::detail::f16_bits_to_float(b);
 }
-std::uint16_t lane_to_half(DType t, float f) {
-  return t == DType::bf16 ? detail::float_to_bf16_bits(f) : detail::float_to_f16_bits(f);
+std::uint16_t half_bits(DType t, float f) {
+  return t == DType::bf16 ? kiln::detail::float_to_bf16_bits(f)
+                          : kiln::detail::float_to_f16_bits(f);
 }
 
 // Reads [start, start + len) of a tensor into 32-bit lanes (bool widens to 0/1, a half type
-// to f32).
-void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst) {
+// converts to f32).
+void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst,
+            const cpu::KernelTable& k) {
   for_each_run(shape, *a.strides, start, len,
                [&](std::int64_t off, std::int64_t n, std::int64_t st) {
                  if (a.dtype == DType::boolean) {
@@ -76,7 +80,11 @@ void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t
                  } else if (is_half(a.dtype)) {
                    const auto* src = reinterpret_cast<const std::uint16_t*>(a.base) + off;
                    auto* f = reinterpret_cast<float*>(dst);
-                   for (std::int64_t i = 0; i < n; ++i) f[i] = half_to_lane(a.dtype, src[i * st]);
+                   if (st == 1) {
+                     k.half_to_f32(a.dtype, src, f, static_cast<std::size_t>(n));
+                   } else {
+                     for (std::int64_t i = 0; i < n; ++i) f[i] = half_value(a.dtype, src[i * st]);
+                   }
                  } else {
                    const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
                    if (st == 1)
@@ -91,16 +99,25 @@ void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t
 // Writes 32-bit lanes (or one lane repeated, when splat) to [start, start + len) of a tensor,
 // rounding f32 lanes to a half type.
 void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len,
-             const Lane* src, bool splat) {
+             const Lane* src, bool splat, const cpu::KernelTable& k) {
   for_each_run(shape, *a.strides, start, len,
                [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+                 if (is_half(a.dtype)) {
+                   auto* d = reinterpret_cast<std::uint16_t*>(a.base) + off;
+                   const auto* f = reinterpret_cast<const float*>(src);
+                   if (st == 1 && !splat) {
+                     k.f32_to_half(a.dtype, f, d, static_cast<std::size_t>(n));
+                   } else {
+                     for (std::int64_t i = 0; i < n; ++i)
+                       d[i * st] = half_bits(a.dtype, f[splat ? 0 : i]);
+                   }
+                   if (!splat) src += n;
+                   return;
+                 }
                  for (std::int64_t i = 0; i < n; ++i) {
                    Lane v = src[splat ? 0 : i];
                    if (a.dtype == DType::boolean)
                      reinterpret_cast<std::uint8_t*>(a.base)[off + i * st] = v != 0;
-                   else if (is_half(a.dtype))
-                     reinterpret_cast<std::uint16_t*>(a.base)[off + i * st] =
-                         lane_to_half(a.dtype, std::bit_cast<float>(v));
                    else
                      reinterpret_cast<Lane*>(a.base)[off + i * st] = v;
                  }
@@ -163,8 +180,13 @@ std::vector<int> assign_slots(const Program& p, int& n_slots) {
 }
 
 // f32 lanes rounded to the values of half type t (in may be out).
-void round_lanes(DType t, const float* in, float* out, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = half_to_lane(t, lane_to_half(t, in[i]));
+void round_lanes(const cpu::KernelTable& k, DType t, const float* in, float* out, std::size_t n) {
+  std::uint16_t bits[1024];
+  for (std::size_t i = 0; i < n; i += 1024) {
+    const std::size_t m = std::min<std::size_t>(1024, n - i);
+    k.f32_to_half(t, in + i, bits, m);
+    k.half_to_f32(t, bits, out + i, m);
+  }
 }
 
 // Evaluates p's nodes over elements [start, start + len) of one block (len <= kBlock) into
@@ -184,12 +206,12 @@ void evaluate_block(const Program& p, const cpu::KernelTable& k, const Dims& sha
       case Op::input: {
         const Access& a = in[node.a];
         if (a.splat) {
-          gather(a, shape, 0, 1, buf);
+          gather(a, shape, 0, 1, buf, k);
           value[i] = {buf, true};
         } else if (a.dense && lane_sized(a.dtype)) {
           value[i] = {a.base + start * sizeof(Lane), false};  // read in place
         } else {
-          gather(a, shape, start, len, buf);
+          gather(a, shape, start, len, buf, k);
           value[i] = {buf, false};
         }
         continue;
@@ -221,13 +243,14 @@ void evaluate_block(const Program& p, const cpu::KernelTable& k, const Dims& sha
       const DType from = p.dtype(node.a);
       cpu::Lanes src = value[node.a];
       if (is_half(from)) {
-        round_lanes(from, static_cast<const float*>(src.p), reinterpret_cast<float*>(out), count);
+        round_lanes(k, from, static_cast<const float*>(src.p), reinterpret_cast<float*>(out),
+                    count);
         src = {out, src.splat};
       }
       k.unary(node.op, compute_dtype(from), t, src, out, count);
       if (is_half(node.dtype))
-        round_lanes(node.dtype, reinterpret_cast<const float*>(out), reinterpret_cast<float*>(out),
-                    count);
+        round_lanes(k, node.dtype, reinterpret_cast<const float*>(out),
+                    reinterpret_cast<float*>(out), count);
     } else if (ar == 1) {
       k.unary(node.op, t, t, value[node.a], out, count);
     } else if (ar == 2) {
@@ -299,7 +322,7 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
                           if (direct_output[node] == static_cast<int>(o) && !value[node].splat)
                             continue;
                           scatter(out_access[o], layout.shape, start, len,
-                                  static_cast<const Lane*>(value[node].p), value[node].splat);
+                                  static_cast<const Lane*>(value[node].p), value[node].splat, k);
                         }
                       }
                     });

@@ -2,13 +2,15 @@
 //
 // The CPU evaluator (src/cpu/cpu_evaluator.cpp) runs a Program over blocks of a few thousand
 // elements; for each node it calls one of these on the block. Inside a block every value is
-// 32-bit: f32 as float, i32 as int32_t, bool as int32_t 0 or 1. Two tables implement the
+// 32-bit: f32 as float, i32 as int32_t, bool as int32_t 0 or 1; the half types are computed as
+// f32 and converted on the way in and out by the table's half conversions. Two tables implement the
 // same contract: Highway SIMD with dynamic dispatch, and plain scalar loops (KILN_SIMD=OFF
 // or KILN_SIMD=0). docs/accuracy.md gives each op's error bound; both tables hold it over
 // the whole finite range of the argument.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,10 @@ struct KernelTable {
   void (*binary)(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n);
   // out = cond ? a : b; `t` is the dtype of a, b and out.
   void (*where)(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n);
+  // The bits of n elements of half type t (bf16, f16) to f32 lanes (exact), and f32 lanes to
+  // them, rounded to nearest even as include/kiln/half.hpp rounds (NaN stays NaN).
+  void (*half_to_f32)(DType t, const std::uint16_t* in, float* out, std::size_t n);
+  void (*f32_to_half)(DType t, const float* in, std::uint16_t* out, std::size_t n);
 };
 
 // Highway kernels for the best target this CPU supports, or the best at or under the cap.

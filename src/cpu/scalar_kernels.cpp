@@ -225,10 +225,23 @@ void where(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n) {
   where_loop<false, false, false>(cond, a, b, o, n);
 }
 
+void half_to_f32(DType t, const std::uint16_t* in, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = t == DType::bf16 ? kiln::detail::bf16_bits_to_float(in[i])
+                              : kiln::detail::f16_bits_to_float(in[i]);
+}
+
+void f32_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = t == DType::bf16 ? kiln::detail::float_to_bf16_bits(in[i])
+                              : kiln::detail::float_to_f16_bits(in[i]);
+}
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable table{[] { return "scalar"; }, unary, binary, where};
+  static const KernelTable table{
+      [] { return "scalar"; }, unary, binary, where, half_to_f32, f32_to_half};
   return table;
 }
 

@@ -1,9 +1,10 @@
 // The SIMD kernels' entry points, each checking its arguments as kernel_math.hpp does and
-// dispatching to the best target this CPU supports: simd_unary.cpp and simd_binary.cpp define
-// them, simd_kernels.cpp puts them in the table.
+// dispatching to the best target this CPU supports: simd_unary.cpp, simd_binary.cpp and
+// simd_half.cpp define them, simd_kernels.cpp puts them in the table.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cpu/kernels.hpp"
 #include "ir/program.hpp"
@@ -14,5 +15,7 @@ namespace kiln::cpu {
 void simd_unary(ir::Op op, DType in, DType out_t, Lanes a, void* out, std::size_t n);
 void simd_binary(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n);
 void simd_where(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n);
+void simd_half_to_f32(DType t, const std::uint16_t* in, float* out, std::size_t n);
+void simd_f32_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n);
 
 }  // namespace kiln::cpu

@@ -1,7 +1,8 @@
 // The SIMD kernel table: Highway vectors, compiled for every x86/Arm target Highway can attain
 // and dispatched at run time to the best one this CPU supports (the targets' names and the cap
 // are src/core/simd_targets.hpp's). The kernels themselves: simd_unary.cpp (unary ops and
-// casts), simd_binary.cpp (binary ops, comparisons, where), both built on simd_common-inl.hpp.
+// casts), simd_binary.cpp (binary ops, comparisons, where), both built on simd_common-inl.hpp,
+// and simd_half.cpp (the half types' conversions).
 #if KILN_WITH_SIMD
 
 #include "core/simd_targets.hpp"
@@ -11,8 +12,12 @@
 namespace kiln::cpu {
 
 const KernelTable& simd_kernels() {
-  static const KernelTable table{kiln::detail::chosen_simd_target, simd_unary, simd_binary,
-                                 simd_where};
+  static const KernelTable table{kiln::detail::chosen_simd_target,
+                                 simd_unary,
+                                 simd_binary,
+                                 simd_where,
+                                 simd_half_to_f32,
+                                 simd_f32_to_half};
   return table;
 }
 

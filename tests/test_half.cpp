@@ -300,11 +300,6 @@ TEST_P(HalfTest, MatmulAccumulatesInF32) {
     const std::int64_t m = 33, k = 300, n = 17;
     const auto a = Tensor<2>::from_data(kt::uniform(m * k, -1, 1, rng()), {m, k}, dev()).to(t);
     const auto b = Tensor<2>::from_data(kt::uniform(k * n, -1, 1, rng()), {k, n}, dev()).to(t);
-    if (dev().kind() == kiln::Device::Kind::cuda) {
-      // cuBLASLt's half matmul is the next step; until it lands, the device says so.
-      EXPECT_THROW(kiln::matmul(a, b), kiln::DTypeError);
-      continue;
-    }
     const auto c = kiln::matmul(a, b);
     ASSERT_EQ(c.dtype(), t);
     const auto as = a.to_vector(), bs = b.to_vector(), cs = c.to_vector();
@@ -324,6 +319,31 @@ TEST_P(HalfTest, MatmulAccumulatesInF32) {
   }
   const auto a = Tensor<2>::zeros({2, 2}, DType::bf16, dev());
   EXPECT_THROW(kiln::matmul(a, Tensor<2>::zeros({2, 2}, DType::f32, dev())), kiln::DTypeError);
+}
+
+// Precision::medium lets f32 products use bf16 tensor cores on CUDA (operands rounded to 8
+// significant bits, fp32 accumulation): within 2^-7 of sum |a_i b_i| plus the fp32 term. The
+// CPU stays strict.
+TEST_P(HalfTest, MediumPrecisionF32Matmul) {
+  const std::int64_t m = 64, k = 256, n = 48;
+  const auto a = Tensor<2>::from_data(kt::uniform(m * k, -1, 1, rng()), {m, k}, dev());
+  const auto b = Tensor<2>::from_data(kt::uniform(k * n, -1, 1, rng()), {k, n}, dev());
+  const kiln::Precision saved = kiln::float32_matmul_precision();
+  kiln::set_float32_matmul_precision(kiln::Precision::medium);
+  const auto c = kiln::matmul(a, b).to_vector();
+  kiln::set_float32_matmul_precision(saved);
+  EXPECT_STREQ(kiln::precision_name(kiln::Precision::medium), "medium");
+  const auto as = a.to_vector(), bs = b.to_vector();
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double exact = 0, mag = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        exact += double{as[i * k + p]} * bs[p * n + j];
+        mag += std::fabs(double{as[i * k + p]} * bs[p * n + j]);
+      }
+      EXPECT_LE(std::fabs(c[i * n + j] - exact), (0x1p-7 + k * 0x1p-24) * mag) << i << "," << j;
+    }
+  }
 }
 
 TEST_P(HalfTest, HostTypesInAndOut) {

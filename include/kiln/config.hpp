@@ -48,10 +48,15 @@ std::vector<FeatureState> features();
 //   highest: strict fp32 (the default); every product and sum rounds as float does.
 //   high:    TF32 tensor cores on CUDA: operands rounded to 10 mantissa bits, fp32 accumulation;
 //            error within about 2^-10 of the sum of |a||b| (docs/accuracy.md).
-// The CPU computes in strict fp32 under both.
-enum class Precision { highest, high };
+//   medium:  bf16 tensor cores on CUDA: operands rounded to 7 mantissa bits, fp32 accumulation;
+//            error within about 2^-7 of the sum of |a||b|.
+// The CPU computes in strict fp32 under all three. Products of bf16 or f16 tensors are not
+// affected: they multiply in fp32 (exactly) and accumulate in fp32.
+enum class Precision { highest, high, medium };
 void set_float32_matmul_precision(Precision p);
 Precision float32_matmul_precision();
+// "highest", "high", "medium": as PyTorch names them, and as tuned-choice keys record them.
+const char* precision_name(Precision p);
 
 // Kernels this process compiled at run time (NVRTC) and the seconds that took: what the first
 // call of a workload pays, and what the persistent store removes.

@@ -44,6 +44,9 @@ bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
     case BackendOp::reduce:
       return true;
     case BackendOp::matmul:
+      for (DType t : dtypes)
+        if (!is_floating(t)) return false;
+      return true;
     case BackendOp::random:
       for (DType t : dtypes)
         if (t != DType::f32) return false;

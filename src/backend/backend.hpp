@@ -70,7 +70,8 @@ enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random };
 const char* backend_op_name(BackendOp op);
 
 // What the CPU and CUDA backends run today (each answers supports() with it until their dtypes
-// differ): element-wise work and reductions on every dtype, matmul and random on f32 only.
+// differ): element-wise work and reductions on every dtype, matmul on f32, bf16 and f16, random
+// on f32.
 bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes);
 
 // One fact a backend reports about itself for `kiln doctor` and `kiln info` ("simd target",

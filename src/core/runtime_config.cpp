@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "core/log.hpp"
@@ -203,10 +205,23 @@ namespace {
 std::atomic<Precision> matmul_precision{Precision::highest};
 }
 
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::highest:
+      return "highest";
+    case Precision::high:
+      return "high";
+    case Precision::medium:
+      return "medium";
+  }
+  return "?";
+}
+
 void set_float32_matmul_precision(Precision p) {
-  if (p != Precision::highest && p != Precision::high) {
+  if (p != Precision::highest && p != Precision::high && p != Precision::medium) {
     throw ValueError(
-        "set_float32_matmul_precision: expected Precision::highest or Precision::high");
+        "set_float32_matmul_precision: expected Precision::highest, Precision::high or "
+        "Precision::medium");
   }
   matmul_precision.store(p, std::memory_order_relaxed);
 }
@@ -216,6 +231,11 @@ Precision float32_matmul_precision() { return matmul_precision.load(std::memory_
 std::string version() { return KILN_VERSION; }
 
 namespace detail {
+std::optional<Precision> precision_from_name(std::string_view name) {
+  for (Precision p : {Precision::highest, Precision::high, Precision::medium})
+    if (name == precision_name(p)) return p;
+  return std::nullopt;
+}
 bool simd_live() { return state().simd.load(std::memory_order_relaxed); }
 int thread_limit() { return state().threads.load(std::memory_order_relaxed); }
 bool fusion_live() { return state().fusion.load(std::memory_order_relaxed); }

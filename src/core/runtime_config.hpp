@@ -1,9 +1,15 @@
 // Internal view of kiln::Config: what the backends ask on their hot paths.
 #pragma once
 
+#include <optional>
+#include <string_view>
+
 #include "kiln/config.hpp"
 
 namespace kiln::detail {
+
+// The precision precision_name() names, or nothing for another name (a store's key).
+std::optional<Precision> precision_from_name(std::string_view name);
 
 // SIMD kernels compiled in and switched on.
 bool simd_live();

@@ -82,11 +82,6 @@ void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
 }
 
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
-  if (op == detail::BackendOp::matmul) {
-    for (DType t : dtypes)
-      if (!is_floating(t)) return false;
-    return true;
-  }
   return detail::supports_common_dtypes(op, dtypes);
 }
 

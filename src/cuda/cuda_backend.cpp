@@ -58,10 +58,6 @@ bool CudaBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& p
 void CudaBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
                          const detail::TensorImpl& out) {
   detail::check_matmul_call(a, b, out);
-  if (a.dtype != DType::f32) {
-    throw DTypeError(std::string("matmul: ") + name() + " multiplies f32 only, got " +
-                     dtype_name(a.dtype));
-  }
   cuda::matmul(ctx_, a, b, out);
 }
 

@@ -95,17 +95,19 @@ Operand readable(Context& ctx, const TensorImpl& x, std::int64_t batch, detail::
 }
 
 // The alignment in bytes that holds for every matrix of a batch (its pointer and the batch
-// stride), capped at 256, the most cuBLASLt asks about: the lowest set bit of them all.
-std::uint32_t alignment(const void* p, std::int64_t batch_stride) {
+// stride, in elements of `bytes` each), capped at 256, the most cuBLASLt asks about: the lowest
+// set bit of them all.
+std::uint32_t alignment(const void* p, std::int64_t batch_stride, std::size_t bytes) {
   const auto bits = reinterpret_cast<std::uintptr_t>(p) |
-                    static_cast<std::uintptr_t>(batch_stride) * sizeof(float) | 256u;
+                    static_cast<std::uintptr_t>(batch_stride) * bytes | 256u;
   return static_cast<std::uint32_t>(bits & (~bits + 1));
 }
 
 // Everything that decides the descriptors and the heuristic's choice.
 struct Key {
   int device;
-  Precision precision;
+  DType dtype;          // of the operands and the output: f32, bf16 or f16
+  Precision precision;  // of an f32 product; highest for the half types (it has no say there)
   std::int64_t m, n, k, batch;
   int op_a, op_b;
   std::int64_t ld_a, ld_b, stride_a, stride_b;
@@ -122,7 +124,7 @@ struct Plan {
   mutable GraphReplays replays;    // of its cuBLASLt call, by operand addresses
 };
 
-// kiln's own kernels as tune candidates: "own:fp32", "own:tf32x3".
+// kiln's own kernels as tune candidates (f32 products only): "own:fp32", "own:tf32x3".
 constexpr GemmVariant kOwnVariants[] = {GemmVariant::fp32, GemmVariant::tf32x3};
 std::string own_value(GemmVariant v) { return std::string("own:") + gemm_variant_name(v); }
 std::optional<GemmVariant> own_from_value(const std::string& value) {
@@ -142,8 +144,39 @@ Cache& cache() {
   return *c;
 }
 
-void make_layout(Layout& l, const Operand& o, std::int64_t batch) {
-  KILN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&l.h, CUDA_R_32F, o.rows, o.cols, o.ld));
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::i32:
+    case DType::boolean:
+      break;
+  }
+  throw InternalError(std::string("matmul: no cuBLASLt type for ") + dtype_name(t));
+}
+
+// How cuBLASLt computes: an f32 product as the precision says (strict fp32; TF32 or bf16 tensor
+// cores, as PyTorch's "high" and "medium"); a half-type product in fp32 (products of halves are
+// exact in fp32, and they accumulate there), with fp32 alpha and beta either way.
+cublasComputeType_t compute_type(const Key& key) {
+  if (key.dtype != DType::f32) return CUBLAS_COMPUTE_32F;
+  switch (key.precision) {
+    case Precision::high:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Precision::medium:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case Precision::highest:
+      break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+void make_layout(Layout& l, const Operand& o, std::int64_t batch, DType dtype) {
+  KILN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&l.h, cuda_type(dtype), o.rows, o.cols, o.ld));
   const auto count = static_cast<std::int32_t>(batch);
   KILN_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                                    sizeof(count)));
@@ -154,16 +187,14 @@ void make_layout(Layout& l, const Operand& o, std::int64_t batch) {
 // The descriptors of a problem.
 void make_descriptors(Plan& p, const Key& key, const Operand& a, const Operand& b,
                       const Operand& d) {
-  const cublasComputeType_t compute =
-      key.precision == Precision::high ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  KILN_CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc.h, compute, CUDA_R_32F));
+  KILN_CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc.h, compute_type(key), CUDA_R_32F));
   KILN_CUDA_CHECK(
       cublasLtMatmulDescSetAttribute(p.desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &b.op, sizeof(b.op)));
   KILN_CUDA_CHECK(
       cublasLtMatmulDescSetAttribute(p.desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &a.op, sizeof(a.op)));
-  make_layout(p.a, b, key.batch);
-  make_layout(p.b, a, key.batch);
-  make_layout(p.d, d, key.batch);
+  make_layout(p.a, b, key.batch, key.dtype);
+  make_layout(p.b, a, key.batch, key.dtype);
+  make_layout(p.d, d, key.batch, key.dtype);
 }
 
 // The heuristic's algorithms for a plan's descriptors, best first (at most `count`; at least
@@ -198,10 +229,10 @@ std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t hand
                          o.batch_stride);
     };
     throw DeviceError(fmt::format(
-        "matmul: cuBLASLt has no algorithm for [{}, {}, {}] x [{}, {}, {}] (a: {}; b: {}; "
+        "matmul: cuBLASLt has no algorithm for {} [{}, {}, {}] x [{}, {}, {}] (a: {}; b: {}; "
         "alignment {}/{}/{} bytes; precision {})",
-        key.batch, key.m, key.k, key.batch, key.k, key.n, side(a), side(b), key.align_a,
-        key.align_b, key.align_out, key.precision == Precision::high ? "high" : "highest"));
+        dtype_name(key.dtype), key.batch, key.m, key.k, key.batch, key.k, key.n, side(a), side(b),
+        key.align_a, key.align_b, key.align_out, precision_name(key.precision)));
   }
   return algos;
 }
@@ -238,6 +269,7 @@ std::vector<tune::Candidate> candidates(Context& ctx, const LtState& dev, const 
                     {}});
   }
   for (GemmVariant v : kOwnVariants) {
+    if (a_in.dtype != DType::f32) break;
     list.push_back({fmt::format("kiln gemm {}", gemm_variant_name(v)), own_value(v),
                     [&, v] {
                       if (!own_gemm(ctx, v, a_in, b_in, out))
@@ -254,8 +286,8 @@ std::vector<tune::Candidate> candidates(Context& ctx, const LtState& dev, const 
 // persistence is live (kept in `records`).
 tune::Request tune_request(Context& ctx, const Key& key, const Operand& a, const Operand& b,
                            std::optional<tune::StoreRecords>& records) {
-  const tune::MatmulProblem problem{"f32",
-                                    key.precision == Precision::high ? "high" : "highest",
+  const tune::MatmulProblem problem{dtype_name(key.dtype),
+                                    precision_name(key.precision),
                                     a.op == CUBLAS_OP_T ? 'T' : 'N',
                                     b.op == CUBLAS_OP_T ? 'T' : 'N',
                                     key.batch,
@@ -335,7 +367,7 @@ void choose_tuned(Context& ctx, const LtState& dev, Plan& plan, const Key& key,
                   const std::vector<cublasLtMatmulAlgo_t>& algos, const TensorImpl& a_in,
                   const TensorImpl& b_in, const Operand& a, const Operand& b, const TensorImpl& out,
                   tune::Clock::time_point started) {
-  MatmulBench bench(ctx, a_in, b_in, out, key.precision);
+  MatmulBench bench(ctx, a_in, b_in, out, key.precision);  // (its bounds know out's dtype)
   std::optional<tune::StoreRecords> records;
   tune::Request r = tune_request(ctx, key, a, b, records);
   r.bench = &bench;
@@ -387,7 +419,8 @@ bool prepare(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const
   if (out.numel() == 0) return false;
   ctx.make_current();
   if (k == 0) {  // cuBLASLt rejects k = 0
-    KILN_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, out.numel() * sizeof(float), ctx.stream));
+    KILN_CUDA_CHECK(
+        cudaMemsetAsync(out.data(), 0, out.numel() * dtype_size(out.dtype), ctx.stream));
     return false;
   }
   if (batch > INT32_MAX) {
@@ -396,8 +429,10 @@ bool prepare(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const
   p.a = readable(ctx, a_in, batch, p.a_copy);
   p.b = readable(ctx, b_in, batch, p.b_copy);
   p.d = Operand{CUBLAS_OP_N, n, m, n, batch == 1 ? 0 : m * n, out.data()};
+  const std::size_t bytes = dtype_size(out.dtype);
   p.key = Key{ctx.index,
-              float32_matmul_precision(),
+              out.dtype,
+              out.dtype == DType::f32 ? float32_matmul_precision() : Precision::highest,
               m,
               n,
               k,
@@ -408,9 +443,9 @@ bool prepare(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const
               p.b.ld,
               p.a.batch_stride,
               p.b.batch_stride,
-              alignment(p.a.data, p.a.batch_stride),
-              alignment(p.b.data, p.b.batch_stride),
-              alignment(p.d.data, p.d.batch_stride),
+              alignment(p.a.data, p.a.batch_stride, bytes),
+              alignment(p.b.data, p.b.batch_stride, bytes),
+              alignment(p.d.data, p.d.batch_stride, bytes),
               detail::autotune_live()};
   return true;
 }
@@ -463,6 +498,7 @@ void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& 
   constexpr std::int64_t kMaxScratchBytes = std::int64_t{64} << 20;
   const auto algo = algo_from_value(value);
   if (!algo && !value.empty()) return;  // kiln's own kernel: loaded from the store when used
+  if (problem.dtype != "f32") return;   // (its set-up is the one the f32 products share)
   const std::int64_t batch = problem.batch, m = problem.m, n = problem.n, k = problem.k;
   const std::int64_t a_size = m * k, b_size = k * n, d_size = m * n;
   const std::int64_t bytes = batch * (a_size + b_size + d_size) * std::int64_t{sizeof(float)};
@@ -482,7 +518,8 @@ void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& 
   float* out = b_data + batch * b_size;
   const Operand d{CUBLAS_OP_N, n, m, n, batched(d_size), out};
   Key key{};
-  key.precision = problem.precision == "high" ? Precision::high : Precision::highest;
+  key.dtype = DType::f32;
+  key.precision = detail::precision_from_name(problem.precision).value_or(Precision::highest);
   key.batch = batch;
   Plan plan;
   make_descriptors(plan, key, a, b, d);

@@ -14,6 +14,22 @@
 namespace kiln::cuda {
 namespace {
 
+// n elements of dtype t (f32, bf16, f16) at `from` on the device, as floats on the host (exact).
+std::vector<float> download_floats(const void* from, std::size_t n, DType t) {
+  std::vector<float> v(n);
+  if (n == 0) return v;
+  if (t == DType::f32) {
+    KILN_CUDA_CHECK(cudaMemcpy(v.data(), from, n * sizeof(float), cudaMemcpyDefault));
+    return v;
+  }
+  std::vector<std::uint16_t> bits(n);
+  KILN_CUDA_CHECK(cudaMemcpy(bits.data(), from, n * sizeof(std::uint16_t), cudaMemcpyDefault));
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] =
+        t == DType::bf16 ? detail::bf16_bits_to_float(bits[i]) : detail::f16_bits_to_float(bits[i]);
+  return v;
+}
+
 // x on the host: the elements its view covers, read through `strides`.
 struct HostView {
   std::vector<float> data;
@@ -44,10 +60,8 @@ HostView host_view(Context& ctx, const detail::TensorImpl& x) {
     span = x.numel();
     v.strides = detail::contiguous_strides(x.shape);
   }
-  v.data.resize(static_cast<std::size_t>(span));
   KILN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  KILN_CUDA_CHECK(
-      cudaMemcpy(v.data.data(), from, v.data.size() * sizeof(float), cudaMemcpyDefault));
+  v.data = download_floats(from, static_cast<std::size_t>(span), x.dtype);
   return v;
 }
 
@@ -55,7 +69,7 @@ std::int64_t span_bytes(const detail::TensorImpl& x) {
   std::int64_t span = 1;
   for (std::size_t d = 0; d < x.shape.size(); ++d)
     span += (x.shape[d] - 1) * std::max<std::int64_t>(x.strides[d], 0);
-  return span * static_cast<std::int64_t>(sizeof(float));
+  return span * static_cast<std::int64_t>(dtype_size(x.dtype));
 }
 
 }  // namespace
@@ -89,10 +103,8 @@ double MatmulBench::time(const tune::Candidate& c) {
 }
 
 std::vector<float> MatmulBench::download(const void* from, std::size_t n) const {
-  std::vector<float> v(n);
   KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  KILN_CUDA_CHECK(cudaMemcpy(v.data(), from, n * sizeof(float), cudaMemcpyDefault));
-  return v;
+  return download_floats(from, n, out_.dtype);
 }
 
 std::vector<float> MatmulBench::download_out() const {
@@ -105,10 +117,11 @@ void MatmulBench::keep_reference() {
   // bound, where a device copy is nearly free (docs/autotune.md, "The reference", has the
   // figures). A device without room for the copy gets the download at once.
   const std::size_t n = static_cast<std::size_t>(out_.numel());
+  const std::size_t bytes = n * dtype_size(out_.dtype);
   try {
-    reference_on_device_ = device_alloc(ctx_, n * sizeof(float));
+    reference_on_device_ = device_alloc(ctx_, bytes);
     if (n > 0) {
-      KILN_CUDA_CHECK(cudaMemcpyAsync(reference_on_device_->data(), out_.data(), n * sizeof(float),
+      KILN_CUDA_CHECK(cudaMemcpyAsync(reference_on_device_->data(), out_.data(), bytes,
                                       cudaMemcpyDeviceToDevice, ctx_.stream));
     }
   } catch (const OutOfMemoryError&) {
@@ -121,13 +134,14 @@ void MatmulBench::keep_reference() {
   const auto t0 = tune::Clock::now();
   (void)download(out_.data(), sample);
   const double s = std::chrono::duration<double>(tune::Clock::now() - t0).count();
-  seconds_per_byte_ = s / static_cast<double>(std::max<std::size_t>(sample, 1) * sizeof(float));
+  seconds_per_byte_ =
+      s / static_cast<double>(std::max<std::size_t>(sample, 1) * dtype_size(out_.dtype));
 }
 
 double MatmulBench::agrees_estimate() const {
   // The downloads at the sampled rate, and about as long again twice over to read them on the
   // host (a rough rule: the loops below touch each element once).
-  const double out_bytes = static_cast<double>(out_.numel()) * sizeof(float);
+  const double out_bytes = static_cast<double>(out_.numel()) * dtype_size(out_.dtype);
   double bytes = out_bytes;
   if (reference_on_device_) bytes += out_bytes;
   if (row_max_.empty()) bytes += static_cast<double>(span_bytes(a_) + span_bytes(b_));
@@ -140,8 +154,11 @@ void MatmulBench::compute_bounds() {
   const std::int64_t a_batches = a_.shape[0], b_batches = b_.shape[0];
   const HostView a = host_view(ctx_, a_), b = host_view(ctx_, b_);
   const double kd = static_cast<double>(k);
-  const double gamma =
-      precision_ == Precision::high ? 2 * (0x1p-10 + kd * 0x1p-24) : 2 * (2 * kd * 0x1p-24);
+  // Half-type operands multiply exactly in fp32: their products' bound is strict fp32's.
+  const Precision p = out_.dtype == DType::f32 ? precision_ : Precision::highest;
+  const double gamma = p == Precision::high     ? 2 * (0x1p-10 + kd * 0x1p-24)
+                       : p == Precision::medium ? 2 * (0x1p-7 + kd * 0x1p-24)
+                                                : 2 * (2 * kd * 0x1p-24);
   row_max_.assign(static_cast<std::size_t>(a_batches * m), 0.0);
   col_sum_.assign(static_cast<std::size_t>(b_batches * n), 0.0);
   for (std::int64_t p = 0; p < a_batches; ++p) {
@@ -167,13 +184,19 @@ bool MatmulBench::agrees(std::string& why) {
   const std::int64_t batch = out_.shape[0], m = out_.shape[1], n = out_.shape[2];
   const bool a_broadcast = a_.shape[0] == 1, b_broadcast = b_.shape[0] == 1;
   const std::vector<float> got = download_out();
+  const double rounding = out_.dtype == DType::bf16  ? 2 * 0x1p-7
+                          : out_.dtype == DType::f16 ? 2 * 0x1p-10
+                                                     : 0.0;
   for (std::int64_t p = 0; p < batch; ++p) {
     const double* rows = row_max_.data() + (a_broadcast ? 0 : p * m);
     const double* cols = col_sum_.data() + (b_broadcast ? 0 : p * n);
     for (std::int64_t i = 0; i < m; ++i) {
       for (std::int64_t j = 0; j < n; ++j) {
         const std::size_t e = static_cast<std::size_t>((p * m + i) * n + j);
-        const double g = got[e], r = reference_[e], bound = rows[i] * cols[j] + 1e-37;
+        const double g = got[e], r = reference_[e];
+        // Each half-type output is also rounded once: up to one unit at its magnitude apiece.
+        const double bound =
+            rows[i] * cols[j] + rounding * std::max(std::fabs(g), std::fabs(r)) + 1e-37;
         bool ok;
         if (std::isnan(g) || std::isnan(r))
           ok = std::isnan(g) && std::isnan(r);

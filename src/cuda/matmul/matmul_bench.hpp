@@ -7,7 +7,10 @@
 // twice the sum of both products' error bounds. The bound of element (i, j) uses
 // max_k |a_ik| * sum_k |b_kj| >= sum_k |a_ik b_kj| (computed on the host at the first check), times
 //   Precision::highest: 2k * 2^-24   (each fp32 dot product is within k * 2^-24 of exact);
-//   Precision::high:    2 * (2^-10 + k * 2^-24)   (TF32 rounds each operand to 10 bits).
+//   Precision::high:    2 * (2^-10 + k * 2^-24)   (TF32 rounds each operand to 10 bits);
+//   Precision::medium:  2 * (2^-7 + k * 2^-24)    (bf16 tensor cores: 7 bits);
+// and for bf16 or f16 outputs (products exact in fp32, strict's bound) plus one rounding of
+// each output to the half type.
 // Both doubled, so a correct candidate never fails it, while a wrong tile or index misses it by
 // orders of magnitude. The operands are downloaded as the device memory their views cover and
 // read through their strides on the host (no copy kernel, which might have to be compiled).

@@ -346,6 +346,19 @@ TEST_P(HalfTest, MediumPrecisionF32Matmul) {
   }
 }
 
+TEST_P(HalfTest, RandomInHalfRoundsTheF32Draw) {
+  for (DType t : kHalves) {
+    const auto d = kiln::Distribution::normal(0, 1);
+    const auto h = Tensor<1>::random({5000}, d, dev(), 7, t);
+    ASSERT_EQ(h.dtype(), t);
+    const auto f = Tensor<1>::random({5000}, d, dev(), 7).to_vector();
+    const auto hs = h.to_vector();
+    for (std::size_t i = 0; i < f.size(); ++i) ASSERT_EQ(hs[i], round_to(f[i], t)) << i;
+  }
+  EXPECT_THROW(Tensor<1>::random({4}, kiln::Distribution::uniform(0, 1), dev(), 0, DType::i32),
+               kiln::DTypeError);
+}
+
 TEST_P(HalfTest, HostTypesInAndOut) {
   const std::vector<kiln::bfloat16> b = {kiln::bfloat16(1.5f), kiln::bfloat16(-2.0f),
                                          kiln::bfloat16(3.140625f)};

@@ -128,9 +128,10 @@ class Tensor {
                                     detail::to_dims(shape), device));
   }
   // Philox 4x32-10 values: the same seed gives the same numbers on every device and thread count.
+  // A half dtype draws the f32 values and rounds each (as PyTorch's randn in bf16 does).
   static Tensor random(const Shape<D>& shape, Distribution dist, Device device = Device::cpu(),
-                       std::uint64_t seed = 0) {
-    return Tensor(detail::random(detail::to_dims(shape), dist, device, seed));
+                       std::uint64_t seed = 0, DType dtype = DType::f32) {
+    return Tensor(detail::random(detail::to_dims(shape), dist, device, seed, dtype));
   }
 
   // Queries.

@@ -72,8 +72,13 @@ Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& s
   return t;
 }
 
-Handle random(const Dims& shape, const Distribution& dist, Device device, std::uint64_t seed) {
+Handle random(const Dims& shape, const Distribution& dist, Device device, std::uint64_t seed,
+              DType dtype) {
   checked_numel("random", shape);
+  if (!is_floating(dtype)) {
+    throw DTypeError(fmt::format("random: needs a floating dtype (f32, bf16, f16), got {}",
+                                 dtype_name(dtype)));
+  }
   RandomSpec spec;
   if (dist.kind == Distribution::Kind::uniform) {
     if (!(std::isfinite(dist.a) && std::isfinite(dist.b) && dist.a <= dist.b)) {
@@ -91,7 +96,7 @@ Handle random(const Dims& shape, const Distribution& dist, Device device, std::u
   Backend& be = backend_of(device);
   Handle t = allocate("random", be, shape, DType::f32);
   be.random(spec, seed, *t);
-  return t;
+  return dtype == DType::f32 ? t : cast(t, dtype);
 }
 
 Handle contiguous(const Handle& x) {

@@ -57,7 +57,8 @@ Handle full(const Dims& shape, Scalar value, DType dtype, Device device);
 Handle arange(double start, double stop, double step, DType dtype, Device device);
 Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& shape,
                  Device device);
-Handle random(const Dims& shape, const Distribution& dist, Device device, std::uint64_t seed);
+Handle random(const Dims& shape, const Distribution& dist, Device device, std::uint64_t seed,
+              DType dtype = DType::f32);
 
 // Read-back (waits for the device): the elements in row-major order.
 void read(const Handle& t, void* dst, DType as);

@@ -500,6 +500,8 @@ inline ::testing::AssertionResult matches(const Raw& got, const Dims& shape, con
     if (++bad <= 8) {
       msg << "\n  at " << kiln::format_dims(kt::unflatten(k, shape)) << ": got " << show(got, k)
           << ", expected " << std::setprecision(17) << w;
+      if (kiln::is_half(got.dtype))
+        msg << " (rounds to " << std::setprecision(9) << kt::round_to_half(w, got.dtype) << ")";
       if (slack) msg << " (allowed error " << std::setprecision(3) << (*slack)[k] << ")";
     }
   }

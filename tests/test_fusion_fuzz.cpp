@@ -1,7 +1,7 @@
 // Differential fuzzer of fusion (src/fusion/). Random DAGs of 1-40 ops over 1-4 inputs of
 // ranks 0-4 (extents 1-6 taken from one frame, or 1, so that most nodes broadcast together):
 // unary ops, binary ops of two nodes or of a node and a scalar (NaN, inf, zeros, negatives),
-// pow, clamp, comparisons and where, casts between f32, i32 and bool, views (transpose,
+// pow, clamp, comparisons and where, casts between f32, i32, bool, bf16 and f16, views (transpose,
 // permute, slice with a step, expand, unsqueeze, squeeze, reshape), and now and then a
 // reduction or a matmul whose result feeds further ops. Some intermediates are kept and read
 // (some as soon as they are made); the others are dropped after their last use.
@@ -10,9 +10,19 @@
 // and both must match a float64 reference evaluated here, in which every element carries a
 // bound on how far a float32 chain can have drifted from it. Where no bound holds (a cast or
 // a comparison right at its edge, an overflow, and what depends on them) the element is
-// compared bit for bit only. A few ops must throw (shapes that cannot broadcast, a condition
-// that is not bool, a matmul whose inner dimensions differ): they must throw at that op, and
-// the program goes on.
+// compared bit for bit only.
+//
+// The half types. About a third of the programs may make bf16 and f16 inputs and casts (the
+// others keep f32, i32 and bool, so that most programs still check fusion bit for bit). A half
+// op computes in f32 and rounds what it stores; inside a fused group its result stays an f32
+// register (docs/accuracy.md), so fused and unfused runs of a half program differ by design, and
+// which intermediates a fused run rounds depends on where its groups end. The reference
+// therefore lets every half-typed result be rounded or not: each adds half a ULP of its type to
+// the element's bound (stored()), unless it is exact and the type holds it; an explicit cast to
+// a half type always rounds (rounded()). In a program with a half type, fused and unfused runs
+// are each held to that bound instead of to each other. A few ops must throw (shapes that cannot
+// broadcast, a condition that is not bool, a matmul whose inner dimensions differ): they must throw
+// at that op, and the program goes on.
 //
 // KILN_FUZZ_SEED=N sets the base seed (program i uses N + i); KILN_FUZZ_PROGRAMS=M the count
 // (default 2000 on the CPU, 100 on CUDA).
@@ -163,6 +173,23 @@ Val elementwise(const std::vector<const Val*>& in, DType dtype, F f) {
   return out;
 }
 
+using kiln::is_floating;
+using kiln::is_half;
+
+// A half-typed result whose value, in f32 (within r.e of r.v), kiln may store rounded to t or
+// keep unrounded in a fused group's register: either is within r.e plus half a ULP of t at the
+// largest value it may have. Exact values t holds stay exact; a value that may reach f16's
+// overflow (65520 rounds to Inf) is unknown.
+VE stored(VE r, DType t) {
+  if (!is_half(t) || !std::isfinite(r.v) || std::isinf(r.e)) return r;
+  if (r.e == 0 && kt::round_to_half(r.v, t) == r.v) return r;
+  const double top = std::fabs(r.v) + r.e;
+  if (t == DType::f16 && top >= 65504) return {r.v, kUnknown};
+  return {r.v, r.e + 0.5 * kt::half_ulp(top, t)};
+}
+// An explicit cast to half type t, which always rounds: of an exact f32 value, exactly.
+VE rounded(VE r, DType t) { return r.e == 0 ? VE{kt::round_to_half(r.v, t), 0} : stored(r, t); }
+
 bool same_bits(double a, double b) {  // NaN equals NaN, -0 differs from +0
   return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
 }
@@ -187,10 +214,15 @@ VE f32_result(double v, double prop, double ulps, bool exact_in) {
 // Casts, and a cast's edge: a value whose bound straddles an integer (to i32) or 0 (to bool).
 VE cast_ve(VE x, DType from, DType to) {
   if (from == to) return x;
-  if (from != DType::f32) {  // i32 and bool hold exact integers
+  if (!is_floating(from)) {  // i32 and bool hold exact integers (f32 rounds beyond 2^24)
     if (to == DType::f32) return {to_f32(x.v), x.e};
+    if (is_half(to)) return rounded({to_f32(x.v), x.e}, to);
     return {to == DType::boolean ? double(x.v != 0) : x.v, x.e};
   }
+  // From a half type to f32: exact (a cast from a half type rounds its operand to that type
+  // first, which the operand's bound allows already).
+  if (to == DType::f32) return x;
+  if (is_half(to)) return rounded(x, to);
   const double v = to == DType::i32 ? f2i(x.v) : double(x.v != 0);
   if (x.e == 0 || std::isinf(x.e)) return {v, x.e};
   if (to == DType::i32) return {v, f2i(x.v - x.e) == f2i(x.v + x.e) ? 0 : kUnknown};
@@ -257,30 +289,36 @@ VE binary_ve(B op, VE a, VE b, DType t) {
   }
 }
 
-// kiln's promotion (src/frontend/ops_elementwise.cpp): bool < i32 < f32, / gives f32, arithmetic
-// on bool is i32; a floating scalar is f32, an integral one takes the tensor's dtype (bool: i32).
+// kiln's promotion (src/frontend/ops_elementwise.cpp): bool < i32 < bf16, f16 < f32 (bf16 with
+// f16 gives f32), / keeps a floating dtype and gives f32 otherwise, arithmetic on bool is i32; a
+// floating scalar takes a floating tensor's dtype (used as an f32) and is f32 otherwise, an
+// integral one takes the tensor's dtype (bool: i32).
 DType compute_dtype(B op, DType a, DType b) {
-  const DType t = op == B::div ? DType::f32 : kiln::promote(a, b);
+  const DType t = kiln::promote(a, b);
+  if (op == B::div) return is_floating(t) ? t : DType::f32;
   return t == DType::boolean ? DType::i32 : t;
 }
 Val scalar_val(double s, bool integral, DType t) {
-  const DType st = !integral ? DType::f32 : t == DType::boolean ? DType::i32 : t;
-  return Val{{}, st, {{st == DType::f32 ? to_f32(s) : s, 0}}};
+  const DType st = !integral             ? (is_floating(t) ? t : DType::f32)
+                   : t == DType::boolean ? DType::i32
+                                         : t;
+  return Val{{}, st, {{is_floating(st) ? to_f32(s) : s, 0}}};
 }
 
 Val binary_val(B op, const Val& a, const Val& b) {
   const DType t = compute_dtype(op, a.dtype, b.dtype);
   return elementwise({&a, &b}, is_cmp(op) ? DType::boolean : t, [&](const std::vector<VE>& x) {
-    return binary_ve(op, cast_ve(x[0], a.dtype, t), cast_ve(x[1], b.dtype, t), t);
+    const VE r = binary_ve(op, cast_ve(x[0], a.dtype, t), cast_ve(x[1], b.dtype, t), t);
+    return is_cmp(op) ? r : stored(r, t);
   });
 }
 
 Val unary_val(U op, const Val& x) {  // neg, abs and relu keep i32 (bool becomes i32)
   const bool int_ok = op == U::neg || op == U::abs || op == U::relu;
-  const DType t = !int_ok || x.dtype == DType::f32 ? DType::f32 : DType::i32;
+  const DType t = is_floating(x.dtype) ? x.dtype : int_ok ? DType::i32 : DType::f32;
   return elementwise({&x}, t, [&](const std::vector<VE>& a) -> VE {
     const VE y = cast_ve(a[0], x.dtype, t);
-    if (t == DType::f32) return unary_ve(op, y);
+    if (is_floating(t)) return stored(unary_ve(op, y), t);
     const auto i = static_cast<std::int64_t>(y.v);
     return {op == U::relu ? std::max(y.v, 0.0) : wrap32(op == U::neg || i < 0 ? -i : i), y.e};
   });
@@ -299,15 +337,16 @@ Val where_val(const Val& c, const Val& a, const Val& b) {
 Val clamp_val(const Val& x, double lo, double hi, bool integral) {  // min(max(x, lo), hi)
   const DType xt = x.dtype == DType::boolean ? DType::i32 : x.dtype;
   const DType t = kiln::promote(scalar_val(lo, integral, x.dtype).dtype, xt);
-  if (t == DType::f32) lo = to_f32(lo), hi = to_f32(hi);
+  if (is_floating(t)) lo = to_f32(lo), hi = to_f32(hi);
   return elementwise({&x}, t, [&](const std::vector<VE>& a) -> VE {
     const VE y = cast_ve(a[0], x.dtype, t);
-    return f32_result(minimum(maximum(y.v, lo), hi), y.e, 0, y.e == 0);
+    return stored(f32_result(minimum(maximum(y.v, lo), hi), y.e, 0, y.e == 0), t);
   });
 }
 
 // Over one dim (dims = {d}) or all elements. f32 sums accumulate in double in kiln (its error
-// is far below 1e-9 of the sum of magnitudes); integer sums in 64 bits, wrapped to i32.
+// is far below 1e-9 of the sum of magnitudes); integer sums in 64 bits, wrapped to i32. Half
+// types reduce to their own type, rounded once.
 Val reduce_val(const Val& x, R op, const Dims& dims, bool keepdim) {
   Val lanes = x;  // the reduced dim last, so that each lane is a run
   Dims out;
@@ -323,7 +362,8 @@ Val reduce_val(const Val& x, R op, const Dims& dims, bool keepdim) {
     n = x.shape[d], out = x.shape, out[d] = 1;
     if (!keepdim) out.erase(out.begin() + d);
   }
-  DType t = op == R::mean ? DType::f32 : x.dtype;
+  const bool fl = is_floating(x.dtype);
+  DType t = op == R::mean && !fl ? DType::f32 : x.dtype;
   if (op == R::sum && t == DType::boolean) t = DType::i32;
   Val res{out, t, {}};
   for (std::int64_t k = 0; k < kt::numel_of(out); ++k) {
@@ -340,12 +380,13 @@ Val reduce_val(const Val& x, R op, const Dims& dims, bool keepdim) {
       res.x.push_back({0, kUnknown});
     } else if (op == R::max || op == R::min) {
       // Between +0 and -0 the CPU keeps the first (docs/accuracy.md): a zero's sign is unknown.
-      if (m == 0 && x.dtype == DType::f32) emax = std::max(emax, 0x1p-149);
-      res.x.push_back(x.dtype == DType::f32 ? f32_result(m, emax, 0, exact) : VE{m, 0});
-    } else if (x.dtype != DType::f32 && op == R::sum) {
+      if (m == 0 && fl) emax = std::max(emax, 0x1p-149);
+      res.x.push_back(fl ? stored(f32_result(m, emax, 0, exact), t) : VE{m, 0});
+    } else if (!fl && op == R::sum) {
       res.x.push_back({wrap32(static_cast<std::int64_t>(s)), 0});
     } else {
-      res.x.push_back(f32_result(s / dn, (esum + 1e-9 * mag) / dn, op == R::mean ? 1 : 0.5, false));
+      const VE r = f32_result(s / dn, (esum + 1e-9 * mag) / dn, op == R::mean ? 1 : 0.5, false);
+      res.x.push_back(stored(r, t));
     }
   }
   return res;
@@ -440,10 +481,12 @@ Val reference(const Node& n, const std::vector<Node>& nodes) {
     }
     case K::unary:
       return unary_val(U(n.op), arg(0));
-    case K::pow:
-      return elementwise({&arg(0)}, DType::f32, [&](const std::vector<VE>& x) {
-        return pow_ve(cast_ve(x[0], arg(0).dtype, DType::f32), to_f32(n.s0));
+    case K::pow: {  // a floating dtype kept, f32 otherwise
+      const DType t = is_floating(arg(0).dtype) ? arg(0).dtype : DType::f32;
+      return elementwise({&arg(0)}, t, [&](const std::vector<VE>& x) {
+        return stored(pow_ve(cast_ve(x[0], arg(0).dtype, t), to_f32(n.s0)), t);
       });
+    }
     case K::clamp:
       return clamp_val(arg(0), n.s0, n.s1, n.integral);
     case K::binary:
@@ -509,6 +552,7 @@ class Generator {
   explicit Generator(std::uint64_t seed) : g_(seed) {}
 
   Program make() {
+    halves_ = chance(0.35);
     do {
       frame_.clear();
       for (int i = 0; i < 4; ++i) frame_.push_back(uni(1, 6));
@@ -538,9 +582,14 @@ class Generator {
   bool chance(double p) { return std::bernoulli_distribution(std::min(p, 1.0))(g_); }
   const Val& ref(int i) const { return p_.nodes[i].ref; }
   int rank(int i) const { return int(ref(i).shape.size()); }
+  bool halves_ = false;  // whether this program's inputs and casts may be bf16 and f16
   DType dtype() {
-    const int r = uni(0, 9);
-    return r < 7 ? DType::f32 : r < 9 ? DType::i32 : DType::boolean;
+    const int r = uni(0, halves_ ? 13 : 9);
+    return r < 7    ? DType::f32
+           : r < 9  ? DType::i32
+           : r < 10 ? DType::boolean
+           : r < 12 ? DType::bf16
+                    : DType::f16;
   }
   static Node node(K kind, int op, std::vector<int> args, Dims p = {}) {
     Node n;
@@ -579,6 +628,8 @@ class Generator {
   // Mostly ordinary values and exact small integers (ties for comparisons, casts and where);
   // some zeros of both signs, tiny and huge values; in some inputs NaN and inf.
   double value(DType t, bool specials) {
+    if (is_half(t))
+      return kt::round_to_half(value(DType::f32, specials), t);  // (f16: Inf from 65520)
     if (t == DType::boolean) return uni(0, 1);
     const int r = uni(0, 99);
     if (t == DType::i32)  // large values make + and * wrap
@@ -867,6 +918,16 @@ AnyT exec(const Node& n, const std::vector<std::optional<AnyT>>& vals, Device de
         if (n.to == DType::f32) return T::from_data(std::vector<float>(d.begin(), d.end()), s, dev);
         if (n.to == DType::i32)
           return T::from_data(std::vector<std::int32_t>(d.begin(), d.end()), s, dev);
+        if (n.to == DType::bf16) {
+          std::vector<kiln::bfloat16> h;
+          for (double x : d) h.emplace_back(static_cast<float>(x));
+          return T::from_data(h, s, dev);
+        }
+        if (n.to == DType::f16) {
+          std::vector<kiln::float16> h;
+          for (double x : d) h.emplace_back(static_cast<float>(x));
+          return T::from_data(h, s, dev);
+        }
         return T::from_data(std::vector<bool>(d.begin(), d.end()), s, dev);
       });
     case K::unary:
@@ -931,8 +992,16 @@ struct Outcome {
 
 // What the fuzz test of the moment covered (printed at its end).
 struct Coverage {
-  long long programs = 0, results = 0, elements = 0, bounded = 0, thrown = 0;
+  long long programs = 0, half_programs = 0, results = 0, elements = 0, bitwise = 0, bounded = 0,
+            thrown = 0;
 } coverage;
+
+// Whether a node of prog has a half type: then fused and unfused runs may differ (see the top).
+bool has_half(const Program& prog) {
+  return std::ranges::any_of(prog.nodes, [](const Node& n) {
+    return is_half(n.ref.dtype) || ((n.kind == K::input || n.kind == K::cast) && is_half(n.to));
+  });
+}
 
 // Runs prog on dev with fusion on or off. A handle is dropped after its last use unless the
 // node is kept, so that fusion may leave it unwritten.
@@ -996,9 +1065,12 @@ bool within(const VE& r, double got) {
   return std::isinf(r.v) ? got == r.v : std::fabs(got - r.v) <= 2 * r.e;
 }
 
-// One run against the reference and, given other, bit for bit against other.
+// One run against the reference and, given other, bit for bit against other (unless the program
+// has a half type: then each run is held to the reference's bound only). Coverage is counted on
+// the call that is given other.
 void check(const Program& prog, const Outcome& run, const std::string& name, const Outcome* other,
            const std::string& other_name, std::vector<std::string>& problems) {
+  const bool bitwise = other && !has_half(prog);
   for (const auto& p : run.problems) problems.push_back("\n" + name + ": " + p);
   if (!run.problems.empty() || (other && !other->problems.empty())) return;
   std::ostringstream o;
@@ -1016,10 +1088,14 @@ void check(const Program& prog, const Outcome& run, const std::string& name, con
     int bad = 0;
     for (const bool early : {false, true}) {
       const auto& g = early ? got.early : got.last;
-      const auto* theirs = !other ? nullptr : early ? &other->out[i]->early : &other->out[i]->last;
+      const auto* theirs = !bitwise ? nullptr
+                           : early  ? &other->out[i]->early
+                                    : &other->out[i]->last;
       for (std::size_t k = 0; k < g.size() && bad < 4; ++k) {
         const VE& r = n.ref.x[k];
-        if (other) ++coverage.elements, coverage.bounded += !std::isinf(r.e);
+        if (other) {
+          ++coverage.elements, coverage.bounded += !std::isinf(r.e), coverage.bitwise += bitwise;
+        }
         auto here = [&] {
           ++bad;
           return at + (early ? " (read early)" : "") + " at " +
@@ -1067,6 +1143,7 @@ void fuzz(std::uint64_t default_count, F check_one) {
     std::vector<std::string> problems;
     try {
       prog = Generator(seed).make();
+      coverage.half_programs += has_half(prog);
       check_one(prog, problems);
     } catch (const std::exception& e) {  // a bug of the fuzzer itself
       problems.push_back(std::string("\nthe fuzzer threw: ") + e.what());
@@ -1082,11 +1159,12 @@ void fuzz(std::uint64_t default_count, F check_one) {
   }
   const Coverage& c = coverage;
   std::printf(
-      "[  FUZZ    ] %lld programs (base seed %llu): %lld results read, %lld elements compared bit "
-      "for bit, %lld of them (%.0f%%) also within the float64 bound; %lld ops threw as they "
-      "must\n",
-      c.programs, static_cast<unsigned long long>(base), c.results, c.elements, c.bounded,
-      100.0 * double(c.bounded) / double(std::max(1LL, c.elements)), c.thrown);
+      "[  FUZZ    ] %lld programs (base seed %llu), %lld of them with bf16 or f16: %lld results "
+      "read, %lld elements, %lld of them compared bit for bit fused against unfused, %lld "
+      "(%.0f%%) within the float64 bound; %lld ops threw as they must\n",
+      c.programs, static_cast<unsigned long long>(base), c.half_programs, c.results, c.elements,
+      c.bitwise, c.bounded, 100.0 * double(c.bounded) / double(std::max(1LL, c.elements)),
+      c.thrown);
 }
 
 TEST(FusionFuzzer, CpuFusedMatchesUnfusedAndTheReference) {

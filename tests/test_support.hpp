@@ -314,6 +314,26 @@ inline bool close(double got, double exact, Tol tol, double* ulps) {
          *ulps <= tol.ulp;
 }
 
+// ---- the half types (bf16, f16) ----
+
+// The spacing of half type t at |x|: 8 significant bits for bf16, 11 for f16 (subnormal
+// spacing below the smallest normal, 2^-126 and 2^-14).
+inline double half_ulp(double x, kiln::DType t) {
+  const int bits = t == kiln::DType::bf16 ? 8 : 11, min_exp = t == kiln::DType::bf16 ? -126 : -14;
+  int e = 0;
+  std::frexp(x == 0 ? std::ldexp(1.0, min_exp) : x, &e);  // x = m * 2^e, m in [0.5, 1)
+  return std::ldexp(1.0, std::max(e - 1, min_exp) - (bits - 1));
+}
+
+// x (converted to float first) rounded to half type t by the host types, which
+// tests/core/test_half_conversion.cpp checks over every pattern: what kiln stores for an f32
+// value x.
+inline double round_to_half(double x, kiln::DType t) {
+  const auto f = static_cast<float>(x);
+  return t == kiln::DType::bf16 ? static_cast<float>(kiln::bfloat16(f))
+                                : static_cast<float>(kiln::float16(f));
+}
+
 // The tensor's elements as doubles, read back in its own dtype.
 template <std::size_t D>
 std::vector<double> host_values(const kiln::Tensor<D>& t) {

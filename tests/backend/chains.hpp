@@ -159,17 +159,36 @@ class Chain {
 
 // ---- host values and raw storage ----
 
-// Elements as doubles: f32 values are floats, i32 integers, bool 0 or 1.
+// Elements as doubles: f32 values are floats, bf16 and f16 values the floats they hold exactly,
+// i32 integers, bool 0 or 1.
 using Values = std::vector<double>;
 
 // What every output buffer holds before a call, so that an op that writes nothing (or misses
 // elements) is caught: a quiet NaN with a payload no kernel makes, an unlikely i32, and a bool
-// byte that is neither 0 nor 1.
+// byte that is neither 0 nor 1. The half types' poisons are signalling NaNs, which no kernel
+// stores (a conversion to a half type quiets a NaN).
 inline constexpr std::uint32_t kPoisonF32 = 0x7FE5A5A5u;
 inline constexpr std::uint32_t kPoisonI32 = 0x5A5A5A5Au;
 inline constexpr std::uint8_t kPoisonBool = 0xA5u;
+inline constexpr std::uint16_t kPoisonBf16 = 0x7FA5u;
+inline constexpr std::uint16_t kPoisonF16 = 0x7DA5u;
 
-// n elements of dtype t as stored (f32, i32: 4 bytes; bool: 1 byte).
+inline std::uint32_t poison_bits(DType t) {
+  switch (t) {
+    case DType::f32:
+      return kPoisonF32;
+    case DType::i32:
+      return kPoisonI32;
+    case DType::bf16:
+      return kPoisonBf16;
+    case DType::f16:
+      return kPoisonF16;
+    default:
+      return kPoisonBool;
+  }
+}
+
+// n elements of dtype t as stored (f32, i32: 4 bytes; bf16, f16: 2; bool: 1 byte).
 struct Raw {
   DType dtype = DType::f32;
   std::vector<unsigned char> bytes;
@@ -178,17 +197,12 @@ struct Raw {
     return static_cast<std::int64_t>(bytes.size() / kiln::dtype_size(dtype));
   }
   std::uint32_t bits(std::int64_t i) const {
-    if (dtype == DType::boolean) return bytes[static_cast<std::size_t>(i)];
-    std::uint32_t u;
-    std::memcpy(&u, &bytes[static_cast<std::size_t>(i) * 4], 4);
+    const std::size_t size = kiln::dtype_size(dtype);
+    std::uint32_t u = 0;  // (little-endian, as every machine kiln runs on)
+    std::memcpy(&u, &bytes[static_cast<std::size_t>(i) * size], size);
     return u;
   }
-  bool poisoned(std::int64_t i) const {
-    const std::uint32_t b = bits(i);
-    return dtype == DType::f32   ? b == kPoisonF32
-           : dtype == DType::i32 ? b == kPoisonI32
-                                 : b == kPoisonBool;
-  }
+  bool poisoned(std::int64_t i) const { return bits(i) == poison_bits(dtype); }
   double value(std::int64_t i) const {
     const std::uint32_t b = bits(i);
     if (dtype == DType::f32) {
@@ -196,6 +210,10 @@ struct Raw {
       std::memcpy(&f, &b, 4);
       return f;
     }
+    if (dtype == DType::bf16)
+      return static_cast<float>(kiln::bfloat16::from_bits(static_cast<std::uint16_t>(b)));
+    if (dtype == DType::f16)
+      return static_cast<float>(kiln::float16::from_bits(static_cast<std::uint16_t>(b)));
     if (dtype == DType::i32) return static_cast<std::int32_t>(b);
     return b;  // bool: a byte, checked to be 0 or 1 by matches()
   }
@@ -210,6 +228,10 @@ inline Raw encode(const Values& v, DType t) {
     } else if (t == DType::i32) {
       const auto x = static_cast<std::int32_t>(v[i]);
       std::memcpy(&r.bytes[i * 4], &x, 4);
+    } else if (kiln::is_half(t)) {  // rounded from f32, as a conversion on the device would
+      const auto f = static_cast<float>(v[i]);
+      const std::uint16_t b = t == DType::bf16 ? kiln::bfloat16(f).bits : kiln::float16(f).bits;
+      std::memcpy(&r.bytes[i * 2], &b, 2);
     } else {
       r.bytes[i] = v[i] != 0;
     }
@@ -219,24 +241,24 @@ inline Raw encode(const Values& v, DType t) {
 
 inline Raw poison(std::int64_t n, DType t) {
   Raw r{t, std::vector<unsigned char>(static_cast<std::size_t>(n) * kiln::dtype_size(t))};
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (t == DType::boolean) {
-      r.bytes[static_cast<std::size_t>(i)] = kPoisonBool;
-    } else {
-      const std::uint32_t b = t == DType::f32 ? kPoisonF32 : kPoisonI32;
-      std::memcpy(&r.bytes[static_cast<std::size_t>(i) * 4], &b, 4);
-    }
-  }
+  const std::uint32_t b = poison_bits(t);
+  const std::size_t size = kiln::dtype_size(t);
+  for (std::int64_t i = 0; i < n; ++i)
+    std::memcpy(&r.bytes[static_cast<std::size_t>(i) * size], &b, size);
   return r;
 }
 
-// Random values of dtype t: floats uniform in [lo, hi), integers in [lo, hi], bools 0/1.
+// Random values of dtype t: floats uniform in [lo, hi) (rounded to bf16 or f16 for those),
+// integers in [lo, hi], bools 0/1.
 inline Values random_values(DType t, std::int64_t n, std::mt19937_64& g, double lo = -4,
                             double hi = 4) {
   Values v(static_cast<std::size_t>(n));
   if (t == DType::f32) {
     std::uniform_real_distribution<double> d(lo, hi);
     for (auto& x : v) x = static_cast<float>(d(g));
+  } else if (kiln::is_half(t)) {
+    std::uniform_real_distribution<double> d(lo, hi);
+    for (auto& x : v) x = kt::round_to_half(d(g), t);
   } else if (t == DType::i32) {
     std::uniform_int_distribution<std::int64_t> d(static_cast<std::int64_t>(lo),
                                                   static_cast<std::int64_t>(hi));
@@ -430,10 +452,24 @@ inline std::string show(const Raw& got, std::int64_t k) {
   return s.str();
 }
 
+// Whether a half-type result got (of dtype t) is within `ulps` ULPs of t at exact, plus an
+// absolute `slack`: |got - exact| <= ulps * half_ulp(exact) + slack. NaN matches only NaN; where
+// exact rounds to an infinity, or got is one, they must be equal. With ulps = 0 and no slack, got
+// must be exact rounded to t (round to nearest even): the bound of a cast, or of an op whose
+// f32 result the test computes exactly.
+inline bool half_close(double got, double exact, DType t, double ulps, double slack) {
+  if (std::isnan(exact) || std::isnan(got)) return std::isnan(exact) && std::isnan(got);
+  const double rounded = kt::round_to_half(exact, t);
+  if (got == rounded) return true;
+  if (std::isinf(got) || std::isinf(rounded)) return false;
+  return std::fabs(got - exact) <= ulps * kt::half_ulp(exact, t) + slack;
+}
+
 // Every element of got (row-major, of `shape`) against want: exactly for i32 and bool, within
 // tol for f32 (kt::close: NaN only for NaN), or within slack[k] (an absolute allowance that
-// tests with an error bound per element pass, such as matmul's). Names up to 8 wrong elements,
-// and says which were never written.
+// tests with an error bound per element pass, such as matmul's). For bf16 and f16, tol.ulp
+// counts ULPs of the half type and the slack adds to it (half_close). Names up to 8 wrong
+// elements, and says which were never written.
 inline ::testing::AssertionResult matches(const Raw& got, const Dims& shape, const Values& want,
                                           kt::Tol tol = kt::kExact, const Values* slack = nullptr) {
   if (got.size() != static_cast<std::int64_t>(want.size())) {
@@ -449,6 +485,9 @@ inline ::testing::AssertionResult matches(const Raw& got, const Dims& shape, con
       ++unwritten;
     } else if (got.dtype == DType::boolean && got.bits(k) > 1) {
       ok = false;
+    } else if (kiln::is_half(got.dtype)) {
+      ok = half_close(got.value(k), w, got.dtype, tol.ulp,
+                      slack ? (*slack)[static_cast<std::size_t>(k)] : 0.0);
     } else if (got.dtype != DType::f32) {
       ok = got.value(k) == w;
     } else {
@@ -461,6 +500,8 @@ inline ::testing::AssertionResult matches(const Raw& got, const Dims& shape, con
     if (++bad <= 8) {
       msg << "\n  at " << kiln::format_dims(kt::unflatten(k, shape)) << ": got " << show(got, k)
           << ", expected " << std::setprecision(17) << w;
+      if (kiln::is_half(got.dtype))
+        msg << " (rounds to " << std::setprecision(9) << kt::round_to_half(w, got.dtype) << ")";
       if (slack) msg << " (allowed error " << std::setprecision(3) << (*slack)[k] << ")";
     }
   }

@@ -8,10 +8,11 @@
 #include <cmath>
 #include <set>
 
-#include "chains.hpp"
+#include "elementwise_cases.hpp"
 
 namespace {
 
+using namespace kc::ew;  // the op table's vocabulary: InputSpec, Case, the Program builders
 using kc::Layout;
 using kc::Operand;
 using kc::Values;
@@ -21,70 +22,6 @@ using kiln::detail::Handle;
 using kiln::detail::TensorImpl;
 using kiln::ir::Op;
 using kiln::ir::Program;
-
-// ---- the op table: one row per (op, dtype) the IR defines ----
-
-// An input's dtype and the range its random values come from (bool ignores the range). With
-// `ties`, f32 values are rounded to integers every third element and zero every seventh, so that
-// comparisons meet equal operands and casts meet zeros and whole numbers.
-struct InputSpec {
-  DType dtype;
-  double lo = -4, hi = 4;
-  bool ties = false;
-};
-
-struct Case {
-  std::string name;
-  Program program;  // one output
-  std::vector<InputSpec> inputs;
-  std::vector<double> scalars;
-  // The exact result at row-major index `index` from the inputs' values there.
-  std::function<double(const std::vector<double>& x, std::int64_t index)> ref;
-  kt::Tol tol = kt::kExact;
-};
-
-float f(double x) { return static_cast<float>(x); }
-// i32 arithmetic wraps modulo 2^32 (docs/accuracy.md).
-double wrap(std::int64_t v) {
-  return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v)));
-}
-std::int64_t i(double x) { return static_cast<std::int64_t>(x); }
-double relu(double x) { return x > 0 ? x : 0.0; }
-
-Program unary(Op op, DType t) {
-  Program p;
-  p.output(p.unary(op, p.input(t)));
-  return p;
-}
-Program binary(Op op, DType t) {
-  Program p;
-  const auto a = p.input(t), b = p.input(t);
-  p.output(p.binary(op, a, b));
-  return p;
-}
-Program cast(DType from, DType to) {
-  Program p;
-  p.output(p.cast(p.input(from), to));
-  return p;
-}
-Program where(DType t) {
-  Program p;
-  const auto c = p.input(DType::boolean), a = p.input(t), b = p.input(t);
-  p.output(p.where(c, a, b));
-  return p;
-}
-Program copy(DType t) {
-  Program p;
-  p.output(p.input(t));
-  return p;
-}
-
-// A value of dtype t as that dtype stores it.
-double as(DType t, double v) {
-  if (t == DType::f32) return f(v);
-  if (t == DType::i32) return static_cast<double>(static_cast<std::int32_t>(v));
-  return v != 0;
-}
 
 std::vector<Case> cases() {
   std::vector<Case> c;
@@ -257,58 +194,7 @@ std::vector<Case> rows(const std::set<std::string>& names) {
   return out;
 }
 
-class BackendElementwise : public kc::ChainTest {
- protected:
-  Operand input_for(const Dims& shape, const InputSpec& in, const Layout& layout) {
-    return input(shape, in.dtype, layout, [&](std::int64_t n) {
-      Values v = kc::random_values(in.dtype, n, rng(), in.lo, in.hi);
-      if (in.ties && in.dtype == DType::f32) {
-        for (std::size_t k = 0; k < v.size(); k += 3) v[k] = std::round(v[k]);
-        for (std::size_t k = 0; k < v.size(); k += 7) v[k] = 0;
-      }
-      return v;
-    });
-  }
-
-  // The case's reference over inputs (each already of `shape`).
-  static Values reference(const Case& c, const std::vector<Operand>& in, const Dims& shape) {
-    std::vector<Values> vals;
-    for (const auto& o : in) vals.push_back(o.values());
-    const std::int64_t n = kc::detail::numel(shape);
-    Values want(static_cast<std::size_t>(n));
-    std::vector<double> x(in.size());
-    const DType out = c.program.dtype(c.program.outputs[0]);
-    for (std::int64_t k = 0; k < n; ++k) {
-      for (std::size_t j = 0; j < in.size(); ++j) x[j] = vals[j][static_cast<std::size_t>(k)];
-      want[static_cast<std::size_t>(k)] = out == DType::f32 ? c.ref(x, k) : as(out, c.ref(x, k));
-    }
-    return want;
-  }
-
-  // Runs the case once with a poisoned output laid out as `out_layout`, and once with a fresh
-  // output from empty() (which a fusion decorator records instead of running), and checks both.
-  void check(const Case& c, const std::vector<Operand>& in, const Dims& shape,
-             const Layout& out_layout = kc::contiguous()) {
-    std::vector<const TensorImpl*> ins;
-    for (const auto& o : in) ins.push_back(&o.view);
-    const DType out_t = c.program.dtype(c.program.outputs[0]);
-    const Values want = reference(c, in, shape);
-    {
-      SCOPED_TRACE("poisoned output, " + out_layout.name);
-      Operand out = output(shape, out_t, out_layout);
-      elementwise(c.program, ins, c.scalars, {&out.view});
-      EXPECT_TRUE(kc::matches(read(out), shape, want, c.tol));
-      EXPECT_TRUE(untouched_outside(out));
-    }
-    {
-      SCOPED_TRACE("fresh output from empty()");
-      poison_allocator(kc::detail::numel(shape), out_t);
-      Handle out = be().empty(shape, out_t);
-      elementwise(c.program, ins, c.scalars, {out.get()});
-      EXPECT_TRUE(kc::matches(read(*out), shape, want, c.tol));
-    }
-  }
-};
+class BackendElementwise : public ElementwiseChainTest {};
 KILN_INSTANTIATE_CHAINS(BackendElementwise);
 
 // Every row of the op table, over a shape that crosses the CPU's 4096-element blocks and ends

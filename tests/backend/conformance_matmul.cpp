@@ -2,6 +2,8 @@
 // strides (stride 0 on a broadcast batch) into a contiguous out [B, m, n], against a float64
 // reference within the strict-fp32 bound of docs/ops.md (k * 2^-24 * sum |a_i c_i|); k = 0
 // (zeros), empty products, operands not yet computed, and the operands the contract excludes.
+// Half operands (bf16, f16) on the chains whose supports() accepts them (docs/accuracy.md: f32
+// products and accumulation, one rounding to the half type).
 #include <cmath>
 
 #include "chains.hpp"
@@ -47,21 +49,27 @@ class BackendMatmul : public kc::ChainTest {
         }
   }
 
-  // a @ c for a and c laid out as la and lc, into a poisoned out laid out as lo.
+  // a @ c for a and c of dtype t laid out as la and lc, into a poisoned out laid out as lo. For a
+  // half type, the f32 result (within the bound above) is rounded once: within half a half ULP
+  // of the exact value plus twice the f32 bound (the rounding of a value that is itself off by
+  // the bound lands at most that bound further from the exact value's rounding).
   void check(const Problem& p, const Layout& la, const Layout& lc,
-             const Layout& lo = kc::contiguous()) {
-    SCOPED_TRACE("[" + std::to_string(p.batch) + ", " + std::to_string(p.m) + ", " +
-                 std::to_string(p.k) + "] x [" + std::to_string(p.batch) + ", " +
-                 std::to_string(p.k) + ", " + std::to_string(p.n) + "], a " + la.name + ", c " +
-                 lc.name + ", out " + lo.name);
-    const Operand a = input({p.batch, p.m, p.k}, DType::f32, la, -2, 2);
-    const Operand c = input({p.batch, p.k, p.n}, DType::f32, lc, -2, 2);
+             const Layout& lo = kc::contiguous(), DType t = DType::f32) {
+    SCOPED_TRACE(std::string(kiln::dtype_name(t)) + " [" + std::to_string(p.batch) + ", " +
+                 std::to_string(p.m) + ", " + std::to_string(p.k) + "] x [" +
+                 std::to_string(p.batch) + ", " + std::to_string(p.k) + ", " + std::to_string(p.n) +
+                 "], a " + la.name + ", c " + lc.name + ", out " + lo.name);
+    const Operand a = input({p.batch, p.m, p.k}, t, la, -2, 2);
+    const Operand c = input({p.batch, p.k, p.n}, t, lc, -2, 2);
     Values want, bound;
     reference(p, a.values(), c.values(), want, bound);
+    const bool half = kiln::is_half(t);
+    if (half)
+      for (double& b : bound) b *= 2;
     const Dims os{p.batch, p.m, p.n};
-    Operand out = output(os, DType::f32, lo);
+    Operand out = output(os, t, lo);
     be().matmul(a.view, c.view, out.view);
-    EXPECT_TRUE(kc::matches(read(out), os, want, kt::kExact, &bound));
+    EXPECT_TRUE(kc::matches(read(out), os, want, half ? kt::Tol{0.5, 0, 0} : kt::kExact, &bound));
     EXPECT_TRUE(untouched_outside(out));
   }
 };
@@ -147,6 +155,56 @@ TEST_P(BackendMatmul, PendingOperands) {
   reference({p.batch, p.k, p.m, p.k}, atv, av, want2, bound2);
   EXPECT_TRUE(kc::matches(read(*out2), {p.batch, p.k, p.k}, want2, kt::kExact, &bound2));
   EXPECT_TRUE(kc::matches(read(*a), x.shape(), av)) << "a, still referenced, is written";
+}
+
+// bf16 and f16 operands, on a chain whose supports(matmul, {t, t}) says yes (a chain that says no
+// is asked nothing: CUDA's half matmul is not there yet): the layouts and sizes above, k = 0
+// and empty products, and operands pending as results of half element-wise calls.
+TEST_P(BackendMatmul, HalfOperands) {
+  using kiln::detail::BackendOp;
+  const std::vector<Layout> layouts = {kc::contiguous(), kc::transposed(), kc::permuted(),
+                                       kc::offset(),     kc::sliced(),     kc::broadcast_outer()};
+  int ran = 0;
+  for (const DType t : {DType::bf16, DType::f16}) {
+    const DType both[] = {t, t};
+    if (!be().supports(BackendOp::matmul, both)) continue;
+    ++ran;
+    for (const Problem& p : {Problem{1, 1, 1, 1}, Problem{3, 17, 33, 9}, Problem{2, 64, 65, 66},
+                             Problem{1, 1, 300, 1}, Problem{2, 130, 40, 1}}) {
+      for (const Layout& l : layouts) {
+        check(p, l, kc::contiguous(), kc::contiguous(), t);
+        check(p, kc::contiguous(), l, kc::offset(), t);
+      }
+    }
+    check({2, 3, 0, 4}, kc::contiguous(), kc::contiguous(), kc::offset(), t);
+    check({0, 3, 4, 5}, kc::transposed(), kc::permuted(), kc::offset(), t);
+    check({2, 3, 4, 0}, kc::contiguous(), kc::contiguous(), kc::offset(), t);
+
+    // Pending operands: a = x * 2 (exact), c = -y, both of dtype t.
+    SCOPED_TRACE(std::string("pending ") + kiln::dtype_name(t));
+    const Problem p{2, 20, 30, 10};
+    const Operand x = input({p.batch, p.m, p.k}, t, kc::contiguous(), -2, 2);
+    const Operand y = input({p.batch, p.k, p.n}, t, kc::transposed(), -2, 2);
+    Program twice, neg;
+    {
+      const auto in = twice.input(t), s = twice.scalar(t);
+      twice.output(twice.binary(Op::mul, in, s));
+      neg.output(neg.unary(Op::neg, neg.input(t)));
+    }
+    Handle a = be().empty(x.shape(), t), c = be().empty(y.shape(), t);
+    elementwise(twice, {&x.view}, {2.0}, {a.get()});
+    elementwise(neg, {&y.view}, {}, {c.get()});
+    Handle out = be().empty({p.batch, p.m, p.n}, t);
+    be().matmul(*a, *c, *out);
+    Values av, cv;
+    for (double v : x.values()) av.push_back(2 * v);
+    for (double v : y.values()) cv.push_back(-v);
+    Values want, bound;
+    reference(p, av, cv, want, bound);
+    for (double& b : bound) b *= 2;
+    EXPECT_TRUE(kc::matches(read(*out), {p.batch, p.m, p.n}, want, kt::Tol{0.5, 0, 0}, &bound));
+  }
+  if (ran == 0) GTEST_SKIP() << be().name() << " supports no half matmul";
 }
 
 // What the contract excludes: operands other than f32 (DTypeError), and shapes other than

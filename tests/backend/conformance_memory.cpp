@@ -21,11 +21,11 @@ using kiln::detail::TensorImpl;
 using kiln::ir::Op;
 using kiln::ir::Program;
 
-constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::boolean};
+constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::boolean, DType::bf16, DType::f16};
 
 class BackendMemory : public kc::ChainTest {
  protected:
-  // Random bytes of n elements of dtype t (f32 and i32: any bit pattern, NaN payloads and
+  // Random bytes of n elements of dtype t (f32, i32, bf16, f16: any bit pattern, NaN payloads and
   // subnormals included; bool: 0 or 1).
   kc::Raw random_bytes(std::int64_t n, DType t) {
     kc::Raw r{t, std::vector<unsigned char>(static_cast<std::size_t>(n) * kiln::dtype_size(t))};

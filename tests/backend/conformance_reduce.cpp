@@ -9,6 +9,10 @@
 // keep the dtype, argmax/argmin write i32 indices (in x's row-major order over all elements;
 // the first on ties, the first NaN if any); an empty lane sums to 0 and has mean NaN; f32 sums
 // and means accumulate in double (within about 1e-9 of the sum of magnitudes, docs/ops.md).
+// bf16 and f16 (docs/accuracy.md, "The half types"): sum and mean keep the half type, accumulate
+// in f32 or wider like f32's and round once, so they are within half a half ULP of float64 plus
+// the accumulation's error (the f32 bound, plus an f32 rounding on the way: 0.51 half ULPs plus
+// 1e-9 of the magnitudes); max and min are one of the values, exactly.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -31,7 +35,8 @@ using kiln::ir::Program;
 
 constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean,   ReduceOp::max,
                              ReduceOp::min, ReduceOp::argmax, ReduceOp::argmin};
-constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::boolean};
+constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::boolean, DType::bf16, DType::f16};
+constexpr DType kHalves[] = {DType::bf16, DType::f16};
 
 float f(double x) { return static_cast<float>(x); }
 
@@ -104,12 +109,12 @@ Expected reduce_ref(ReduceOp op, const Values& lane) {
 
 class BackendReduce : public kc::ChainTest {
  protected:
-  // x's values for reductions: f32 with ties (every third a whole number), small i32 (many
-  // ties), bools.
+  // x's values for reductions: f32, bf16, f16 with ties (every third a whole number), small i32
+  // (many ties), bools.
   Operand values_for(const Dims& shape, DType t, const Layout& layout) {
     return input(shape, t, layout, [&](std::int64_t n) {
       Values v = kc::random_values(t, n, rng(), t == DType::i32 ? -5 : -4, t == DType::i32 ? 5 : 4);
-      if (t == DType::f32)
+      if (kiln::is_floating(t))
         for (std::size_t k = 0; k < v.size(); k += 3) v[k] = std::round(v[k]);
       return v;
     });
@@ -124,10 +129,14 @@ class BackendReduce : public kc::ChainTest {
       want.push_back(e.value);
       slack.push_back(e.slack);
     }
-    // f32 results (sums, means of any dtype) are rounded once more at the end.
+    // f32 results (sums, means of any dtype) are rounded once more at the end; half results
+    // once to the half type (in half ULPs, see the header comment).
     const DType result = kiln::detail::reduce_result_dtype(op, in);
-    tol = result == DType::f32 && (op == ReduceOp::sum || op == ReduceOp::mean) ? kt::Tol{1, 0, 0}
-                                                                                : kt::kExact;
+    const bool rounded = op == ReduceOp::sum || op == ReduceOp::mean;
+    tol = !rounded                ? kt::kExact
+          : kiln::is_half(result) ? kt::Tol{0.51, 0, 0}
+          : result == DType::f32  ? kt::Tol{1, 0, 0}
+                                  : kt::kExact;
   }
 
   // reduce(op, x, dim) into a poisoned output laid out as out_layout, checked.
@@ -196,7 +205,7 @@ TEST_P(BackendReduce, EveryOpDtypeDimAndLayout) {
 
 // Lanes longer than the CPU's row blocks (32768) and the CUDA kernels' chunks, whole and strided.
 TEST_P(BackendReduce, LongLanes) {
-  for (DType t : {DType::f32, DType::i32}) {
+  for (DType t : {DType::f32, DType::i32, DType::bf16, DType::f16}) {
     for (const Layout& layout : {kc::contiguous(), kc::transposed()}) {
       const Operand x = values_for({2, 70001}, t, layout);
       for (ReduceOp op : kOps)
@@ -231,20 +240,22 @@ TEST_P(BackendReduce, EmptyInputs) {
 TEST_P(BackendReduce, NaNsAndTies) {
   const Dims shape{5, 9};
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (const Layout& layout : {kc::contiguous(), kc::transposed()}) {
-    Operand x = input(shape, DType::f32, layout, [&](std::int64_t n) {
-      Values v = kc::random_values(DType::f32, n, rng(), -2, 2);
-      for (auto& e : v) e = std::round(e);  // many ties
-      return v;
-    });
-    // Plant NaNs at chosen logical positions: row 1 one, row 3 two, column 4 of row 0.
-    const auto where = x.where();
-    for (auto [r, c] : {std::pair{1, 6}, {3, 2}, {3, 7}, {0, 4}})
-      x.host[static_cast<std::size_t>(where[static_cast<std::size_t>(r * 9 + c)])] = nan;
-    be().upload(kc::encode(x.host, DType::f32).bytes.data(), *x.buffer);
-    for (ReduceOp op : kOps)
-      for (int dim : {-1, 0, 1}) check(op, x, dim);
-  }
+  for (const DType t : {DType::f32, DType::bf16, DType::f16})
+    for (const Layout& layout : {kc::contiguous(), kc::transposed()}) {
+      SCOPED_TRACE(kiln::dtype_name(t));
+      Operand x = input(shape, t, layout, [&](std::int64_t n) {
+        Values v = kc::random_values(t, n, rng(), -2, 2);
+        for (auto& e : v) e = std::round(e);  // many ties
+        return v;
+      });
+      // Plant NaNs at chosen logical positions: row 1 one, row 3 two, column 4 of row 0.
+      const auto where = x.where();
+      for (auto [r, c] : {std::pair{1, 6}, {3, 2}, {3, 7}, {0, 4}})
+        x.host[static_cast<std::size_t>(where[static_cast<std::size_t>(r * 9 + c)])] = nan;
+      be().upload(kc::encode(x.host, t).bytes.data(), *x.buffer);
+      for (ReduceOp op : kOps)
+        for (int dim : {-1, 0, 1}) check(op, x, dim);
+    }
 }
 
 // A reduction of a result no one has read yet: a fusion decorator evaluates the open group inside
@@ -304,6 +315,50 @@ TEST_P(BackendReduce, PendingInput) {
           EXPECT_TRUE(kc::matches(read(out), os, want, tol, &slack));
           EXPECT_TRUE(kc::matches(read(*y), shape, v)) << "the reduced result itself";
         }
+      }
+    }
+  }
+}
+
+// A reduction of a pending half result, y = x * s + u (x, u and y of dtype bf16 or f16): what is
+// reduced is y as elementwise() stores it, rounded to the half type, also where a fusion
+// decorator evaluates the call as the reduction's prologue. s is small beside u's spacing, so
+// the rounded y of a lane along dim 0 (where u, broadcast, is one value) mostly ties, and
+// argmax/argmin of the unrounded values would differ from the first index of the tie.
+TEST_P(BackendReduce, PendingHalfInput) {
+  const Dims shape{5, 37, 41};
+  const std::int64_t n = kc::detail::numel(shape);
+  for (const DType t : kHalves) {
+    Program affine;
+    {
+      const auto x = affine.input(t), u = affine.input(t);
+      const auto s = affine.scalar(t);
+      affine.output(affine.binary(Op::add, affine.binary(Op::mul, x, s), u));
+    }
+    const Operand x = input(shape, t, kc::permuted(), -1, 1);
+    const Operand u = input(shape, t, kc::broadcast_outer(), -4, 4);
+    const Values xs = x.values(), us = u.values();
+    const double s = 1e-3;
+    Values v;  // y as stored: the f32 register x * s + u, rounded once
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto j = static_cast<std::size_t>(k);
+      v.push_back(kt::round_to_half(f(f(xs[j]) * f(s)) + f(us[j]), t));
+    }
+    for (ReduceOp op : kOps) {
+      for (int dim : {-1, 0, 2}) {
+        SCOPED_TRACE(std::string(kiln::detail::reduce_name(op)) + " over dim " +
+                     std::to_string(dim) + " of " + kiln::dtype_name(t) + "\n" +
+                     kiln::ir::describe(affine));
+        Handle y = be().empty(shape, t);
+        elementwise(affine, {&x.view, &u.view}, {s}, {y.get()});
+        Values want, slack;
+        kt::Tol tol;
+        expected(op, t, v, shape, dim, want, slack, tol);
+        const Dims os = out_shape(shape, dim);
+        Operand out = output(os, kiln::detail::reduce_result_dtype(op, t));
+        be().reduce(op, *y, dim, out.view);
+        EXPECT_TRUE(kc::matches(read(out), os, want, tol, &slack));
+        EXPECT_TRUE(kc::matches(read(*y), shape, v)) << "the reduced result itself";
       }
     }
   }
@@ -424,6 +479,7 @@ TEST_P(BackendReduce, Errors) {
   const Operand xf = input(shape, DType::f32);
   const Operand xi = input(shape, DType::i32, kc::contiguous(), -5, 5);
   const Operand xb = input(shape, DType::boolean);
+  const Operand xh = input(shape, DType::bf16), xg = input(shape, DType::f16);
   const Operand empty_lane = input({3, 0, 5}, DType::f32), empty_all = input({0}, DType::f32);
   for (const bool pending : {false, true}) {
     pending_ = pending;
@@ -438,6 +494,8 @@ TEST_P(BackendReduce, Errors) {
     expect<ShapeError>("output not contiguous", ReduceOp::sum, xf, 1, {3, 1, 5}, DType::f32,
                        kc::permuted());
     expect<DTypeError>("sum f32 into i32", ReduceOp::sum, xf, 0, {1, 4, 5}, DType::i32);
+    expect<DTypeError>("sum bf16 into f32", ReduceOp::sum, xh, 0, {1, 4, 5}, DType::f32);
+    expect<DTypeError>("mean f16 into bf16", ReduceOp::mean, xg, 1, {3, 1, 5}, DType::bf16);
     expect<DTypeError>("sum bool into bool", ReduceOp::sum, xb, 0, {1, 4, 5}, DType::boolean);
     expect<DTypeError>("mean i32 into i32", ReduceOp::mean, xi, 2, {3, 4, 1}, DType::i32);
     expect<DTypeError>("max i32 into f32", ReduceOp::max, xi, -1, {1, 1, 1}, DType::f32);

@@ -125,11 +125,14 @@ std::string prologue_entry_point(const ReducePrologueSpec& ps, const std::string
   const DType vt = prog.dtype(prog.outputs[0]);
   const char* value = ir::cuda_value_type(vt == DType::boolean ? DType::i32 : vt);
   std::string src = ir::cuda_body(prog, body, s.wide_index);
+  // A half-type value is reduced as the tensor would hold it: rounded to its type (the value
+  // the unfused group would have stored, and what the CPU, which does not fuse these, reduces).
+  const char* round = vt == DType::bf16 ? "kiln::round_bf16" : vt == DType::f16 ? "kiln::round_f16" : "";
   src += fmt::format(
       "struct {0} {{\n{1}"
       "  __device__ __forceinline__ {2} get(const kr::Offsets<{4}, {3}>& off) const {{\n{5}"
-      "    {6} y0;\n    {7}({8}, y0);\n    return y0;\n  }}\n}};\n",
-      type, members, value, I, ps.sets, loads, ir::cuda_value_type(vt), body, args);
+      "    {6} y0;\n    {7}({8}, y0);\n    return {9}(y0);\n  }}\n}};\n",
+      type, members, value, I, ps.sets, loads, ir::cuda_value_type(vt), body, args, round);
   const bool by_block =
       s.variant == ReduceVariant::block || s.variant == ReduceVariant::block_split;
   const std::string p = policy(s.op, s.dtype);

@@ -36,6 +36,13 @@ Program f32_prologue() {
   p.output(p.binary(Op::add, p.unary(Op::sin, p.binary(Op::mul, x, a)), y));
   return p;
 }
+// sin(x * a) + y over bf16 inputs (and an f16 one cast to bf16): a half-type value.
+Program bf16_prologue() {
+  Program p;
+  const auto x = p.input(DType::bf16), y = p.input(DType::f16), a = p.scalar(DType::bf16);
+  p.output(p.binary(Op::add, p.unary(Op::sin, p.binary(Op::mul, x, a)), p.cast(y, DType::bf16)));
+  return p;
+}
 // i32(x) * k + index: an f32 input, a broadcast i32 input k (a splat) and the element index.
 Program i32_prologue() {
   Program p;
@@ -86,7 +93,8 @@ TEST(CudaCompileReduce, SingleKernelSource) {
 // value's layout, splats, and strided and broadcast inputs with sets of their own, at both index
 // widths and several ranks: one source per variant, compiled on two threads.
 TEST(CudaCompileReduce, PrologueEveryOpAndVariant) {
-  const Program pf = f32_prologue(), pi = i32_prologue(), pb = bool_prologue();
+  const Program pf = f32_prologue(), pi = i32_prologue(), pb = bool_prologue(),
+                ph = bf16_prologue();
   std::vector<kiln::cuda::ReducePrologueSource> sources;
   for (ReduceVariant v : kVariants) {
     std::vector<ReducePrologueSpec> specs;
@@ -94,6 +102,7 @@ TEST(CudaCompileReduce, PrologueEveryOpAndVariant) {
       specs.push_back({{op, DType::f32, 2, 1, v, false}, &pf, {0, 1}, 2});
       specs.push_back({{op, DType::i32, 0, 3, v, true}, &pi, {0, -1}, 1});
       specs.push_back({{op, DType::boolean, 1, 2, v, false}, &pb, {0, 2, 1}, 3});
+      specs.push_back({{op, DType::bf16, 1, 1, v, false}, &ph, {0, 1}, 2});
     }
     sources.push_back(kiln::cuda::reduce_prologue_source(specs));
     const auto& s = sources.back();
@@ -101,7 +110,7 @@ TEST(CudaCompileReduce, PrologueEveryOpAndVariant) {
     for (const auto& k : s.kernels) EXPECT_NE(s.source.find(" " + k + "("), std::string::npos) << k;
     const bool split = v == ReduceVariant::block_split || v == ReduceVariant::thread_split;
     for (ReduceOp op : kOps) {
-      for (DType t : {DType::f32, DType::i32, DType::boolean}) {
+      for (DType t : {DType::f32, DType::i32, DType::boolean, DType::bf16}) {
         const std::string combine = fmt::format(" {}(", kiln::cuda::reduce_combine_name(op, t));
         EXPECT_EQ(s.source.find(combine) != std::string::npos, split) << combine;
       }

@@ -104,13 +104,14 @@ std::string prologue_entry_point(const ReducePrologueSpec& ps, const std::string
     init += init.empty() ? "" : ", ";
     if (ps.input_sets[i] < 0) {
       members += fmt::format("  {} z{};\n", ir::cuda_value_type(t), i);
-      init += load(t, fmt::format("__ldg(in{})", i));
+      init += load(t, fmt::format("kiln::ldg(in{})", i));
       args += fmt::format(", z{}", i);
     } else {
       members += fmt::format("  const {}* in{};\n", ir::cuda_storage_type(t), i);
       init += fmt::format("in{}", i);
-      loads += fmt::format("    const {} x{} = {};\n", ir::cuda_value_type(t), i,
-                           load(t, fmt::format("__ldg(in{} + off.v[{}])", i, ps.input_sets[i])));
+      loads +=
+          fmt::format("    const {} x{} = {};\n", ir::cuda_value_type(t), i,
+                      load(t, fmt::format("kiln::ldg(in{} + off.v[{}])", i, ps.input_sets[i])));
       args += fmt::format(", x{}", i);
     }
   }
@@ -127,7 +128,9 @@ std::string prologue_entry_point(const ReducePrologueSpec& ps, const std::string
   std::string src = ir::cuda_body(prog, body, s.wide_index);
   // A half-type value is reduced as the tensor would hold it: rounded to its type (the value
   // the unfused group would have stored, and what the CPU, which does not fuse these, reduces).
-  const char* round = vt == DType::bf16 ? "kiln::round_bf16" : vt == DType::f16 ? "kiln::round_f16" : "";
+  const char* round = vt == DType::bf16  ? "kiln::round_bf16"
+                      : vt == DType::f16 ? "kiln::round_f16"
+                                         : "";
   src += fmt::format(
       "struct {0} {{\n{1}"
       "  __device__ __forceinline__ {2} get(const kr::Offsets<{4}, {3}>& off) const {{\n{5}"

@@ -76,8 +76,8 @@ Handle random(const Dims& shape, const Distribution& dist, Device device, std::u
               DType dtype) {
   checked_numel("random", shape);
   if (!is_floating(dtype)) {
-    throw DTypeError(fmt::format("random: needs a floating dtype (f32, bf16, f16), got {}",
-                                 dtype_name(dtype)));
+    throw DTypeError(
+        fmt::format("random: needs a floating dtype (f32, bf16, f16), got {}", dtype_name(dtype)));
   }
   RandomSpec spec;
   if (dist.kind == Distribution::Kind::uniform) {

@@ -117,6 +117,20 @@ __device__ __forceinline__ f16 to_f16(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
   return h;
 }
+// A read through the read-only data cache (__ldg), which knows no structs: the half types read
+// their bits.
+template <class T>
+__device__ __forceinline__ T ldg(const T* p) {
+  return __ldg(p);
+}
+__device__ __forceinline__ bf16 ldg(const bf16* p) {
+  const bf16 h = {__ldg(&p->bits)};
+  return h;
+}
+__device__ __forceinline__ f16 ldg(const f16* p) {
+  const f16 h = {__ldg(&p->bits)};
+  return h;
+}
 // The value an explicit cast to a half type leaves in a float register.
 __device__ __forceinline__ float round_bf16(float f) { return to_f32(to_bf16(f)); }
 __device__ __forceinline__ float round_f16(float f) { return to_f32(to_f16(f)); }

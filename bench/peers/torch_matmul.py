@@ -7,6 +7,9 @@
                                     call, then the first TF32 call, each with its synchronize,
                                     then min of the next 20 of each (what kiln's "new-shape
                                     matmul" rows compare with).
+  torch_matmul.py cuda-half [N...]  CUDA matmul N^3 in bf16 and f16 (default 4096 8192): min of
+                                    20 calls after a warm-up, and TFLOP/s (2 N^3 / min), beside
+                                    kiln_half_matmul's lines.
 
 Operands are made before the clock, as kiln bench makes them. Prints lines in kiln bench's form,
 under `name = torch <version> ...`.
@@ -54,8 +57,19 @@ def main():
             torch.backends.cuda.matmul.allow_tf32 = tf32
             first = timed(lambda: torch.mm(a, b), sync)
             line(label, first, [timed(lambda: torch.mm(a, b), sync) for _ in range(20)])
+    elif mode == "cuda-half":
+        print(f"name = torch {torch.__version__} cuda ({torch.cuda.get_device_name()})")
+        sync = torch.cuda.synchronize
+        for side in [int(a) for a in sys.argv[2:]] or [4096, 8192]:
+            for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+                a = torch.rand(side, side, device="cuda").to(dtype)
+                b = torch.rand(side, side, device="cuda").to(dtype)
+                first = timed(lambda: torch.mm(a, b), sync)
+                rest = sorted(timed(lambda: torch.mm(a, b), sync) for _ in range(20))
+                line(f"matmul {side}x{side} {name}", first, rest)
+                print(f"  {2 * side ** 3 / rest[0] / 1e12:.0f} TFLOP/s")
     else:
-        sys.exit(f"usage: {sys.argv[0]} cpu|cuda-first [N]")
+        sys.exit(f"usage: {sys.argv[0]} cpu|cuda-first|cuda-half [N]")
 
 
 if __name__ == "__main__":

@@ -355,6 +355,8 @@ KILN_BINARY(operator*, mul)
 KILN_BINARY(operator/, div)
 KILN_BINARY(minimum, minimum)
 KILN_BINARY(maximum, maximum)
+// x^y element-wise (as torch.pow of two tensors); computes in f32 (or a half type), as div.
+KILN_BINARY(pow, pow)
 // Comparisons give bool tensors.
 KILN_BINARY(operator==, eq)
 KILN_BINARY(operator!=, ne)

@@ -185,40 +185,18 @@ std::vector<Case> cases() {
   return c;
 }
 
-// The rows named, all of which must exist (a renamed row must not silently drop out of a test).
-std::vector<Case> rows(const std::set<std::string>& names) {
-  std::vector<Case> out;
-  for (Case& c : cases())
-    if (names.count(c.name)) out.push_back(std::move(c));
-  EXPECT_EQ(out.size(), names.size()) << "a row named in the test is missing from cases()";
-  return out;
-}
-
 class BackendElementwise : public ElementwiseChainTest {};
 KILN_INSTANTIATE_CHAINS(BackendElementwise);
 
-// Every row of the op table, over a shape that crosses the CPU's 4096-element blocks and ends
-// in a partial vector, a short one, and rank 0; inputs dense, then permuted and offset.
-TEST_P(BackendElementwise, EveryOp) {
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.name + "\n" + kiln::ir::describe(c.program));
-    for (const Dims& shape : {Dims{3, 37, 41}, Dims{7}, Dims{}}) {
-      for (const Layout& layout : {kc::contiguous(), kc::permuted()}) {
-        SCOPED_TRACE(kiln::format_dims(shape) + " inputs " + layout.name);
-        std::vector<Operand> in;
-        for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, layout));
-        check(c, in, shape);
-      }
-    }
-  }
-}
+// Every row of the op table (check_every_op says over which shapes and layouts).
+TEST_P(BackendElementwise, EveryOp) { check_every_op(cases()); }
 
 // The rows whose operands differ in dtype or role, with each input slot in turn (the others
 // dense) and then all of them in every layout: contiguous, transposed, permuted, offset,
 // step-2 slices, broadcast rows and columns, and a splat; over a rank-3 shape and empty ones.
 TEST_P(BackendElementwise, EveryInputLayoutInEverySlot) {
-  for (const Case& c : rows({"copy_f32", "copy_bool", "sub_f32", "lt_i32", "where_f32",
-                             "cast_bool_f32", "sub_scalar_i32"})) {
+  for (const Case& c : rows(cases(), {"copy_f32", "copy_bool", "sub_f32", "lt_i32", "where_f32",
+                                      "cast_bool_f32", "sub_scalar_i32"})) {
     SCOPED_TRACE(c.name);
     for (const Dims& shape : {Dims{5, 6, 9}, Dims{4, 0, 3}, Dims{0}}) {
       for (const Layout& layout : kc::input_layouts()) {
@@ -241,7 +219,7 @@ TEST_P(BackendElementwise, EveryInputLayoutInEverySlot) {
 // Outputs may be strided views (the front end's cat writes slices of one tensor): every element
 // of the view is written, and nothing else in its buffer.
 TEST_P(BackendElementwise, StridedOutputsWriteOnlyTheirView) {
-  for (const Case& c : rows({"copy_f32", "sub_f32", "where_i32", "lt_f32", "full_bool"})) {
+  for (const Case& c : rows(cases(), {"copy_f32", "sub_f32", "where_i32", "lt_f32", "full_bool"})) {
     SCOPED_TRACE(c.name);
     for (const Dims& shape : {Dims{5, 6, 9}, Dims{2, 0, 3}}) {
       for (const Layout& out_layout : kc::output_layouts()) {
@@ -302,8 +280,8 @@ TEST_P(BackendElementwise, SeveralOutputs) {
 // caches compiled kernels, or a decorator that caches plans, must not keep the first values).
 TEST_P(BackendElementwise, ScalarsAreParametersNotConstants) {
   const Dims shape{33, 17};
-  for (const Case& c :
-       rows({"affine_scalars_f32", "sub_scalar_i32", "where_scalar_condition", "full_i32"})) {
+  for (const Case& c : rows(cases(), {"affine_scalars_f32", "sub_scalar_i32",
+                                      "where_scalar_condition", "full_i32"})) {
     SCOPED_TRACE(c.name);
     std::vector<Operand> in;
     for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, kc::contiguous()));

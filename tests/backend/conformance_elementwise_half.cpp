@@ -175,38 +175,18 @@ std::vector<Case> half_cases() {
   return c;
 }
 
-std::vector<Case> rows(const std::set<std::string>& names) {
-  std::vector<Case> out;
-  for (Case& c : half_cases())
-    if (names.count(c.name)) out.push_back(std::move(c));
-  EXPECT_EQ(out.size(), names.size()) << "a row named in the test is missing from half_cases()";
-  return out;
-}
-
 class BackendElementwiseHalf : public ElementwiseChainTest {};
 KILN_INSTANTIATE_CHAINS(BackendElementwiseHalf);
 
-// Every half row, over a shape that crosses the CPU's blocks and ends in a partial vector, a
-// short one, and rank 0; inputs dense, then permuted and offset.
-TEST_P(BackendElementwiseHalf, EveryOp) {
-  for (const Case& c : half_cases()) {
-    SCOPED_TRACE(c.name + "\n" + kiln::ir::describe(c.program));
-    for (const Dims& shape : {Dims{3, 37, 41}, Dims{7}, Dims{}}) {
-      for (const Layout& layout : {kc::contiguous(), kc::permuted()}) {
-        SCOPED_TRACE(kiln::format_dims(shape) + " inputs " + layout.name);
-        std::vector<Operand> in;
-        for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, layout));
-        check(c, in, shape);
-      }
-    }
-  }
-}
+// Every half row (check_every_op says over which shapes and layouts).
+TEST_P(BackendElementwiseHalf, EveryOp) { check_every_op(half_cases()); }
 
 // Half operands (2-byte elements) in every input layout, in each slot and in all, beside
 // operands of other sizes (a bool condition, an f32 or i32 source).
 TEST_P(BackendElementwiseHalf, EveryInputLayoutInEverySlot) {
-  for (const Case& c : rows({"copy_bf16", "copy_f16", "sub_bf16", "lt_f16", "where_f16",
-                             "cast_bf16_f32", "cast_f32_f16", "cast_i32_bf16", "cast_f16_bf16"})) {
+  for (const Case& c :
+       rows(half_cases(), {"copy_bf16", "copy_f16", "sub_bf16", "lt_f16", "where_f16",
+                           "cast_bf16_f32", "cast_f32_f16", "cast_i32_bf16", "cast_f16_bf16"})) {
     SCOPED_TRACE(c.name);
     for (const Dims& shape : {Dims{5, 6, 9}, Dims{4, 0, 3}, Dims{0}}) {
       for (const Layout& layout : kc::input_layouts()) {
@@ -228,8 +208,8 @@ TEST_P(BackendElementwiseHalf, EveryInputLayoutInEverySlot) {
 // Half outputs as strided views: every 2-byte element of the view written, its neighbours in
 // the buffer (the other half of a 4-byte word, on the step-2 slice) left alone.
 TEST_P(BackendElementwiseHalf, StridedOutputsWriteOnlyTheirView) {
-  for (const Case& c : rows({"copy_bf16", "sub_f16", "where_bf16", "cast_f32_bf16", "cast_i32_f16",
-                             "full_f16", "exp_bf16"})) {
+  for (const Case& c : rows(half_cases(), {"copy_bf16", "sub_f16", "where_bf16", "cast_f32_bf16",
+                                           "cast_i32_f16", "full_f16", "exp_bf16"})) {
     SCOPED_TRACE(c.name);
     for (const Dims& shape : {Dims{5, 6, 9}, Dims{2, 0, 3}}) {
       for (const Layout& out_layout : kc::output_layouts()) {

@@ -140,6 +140,32 @@ class ElementwiseChainTest : public kc::ChainTest {
       EXPECT_TRUE(kc::matches(read(*out), shape, want, c.tol));
     }
   }
+
+  // Every case of a table, over a shape that crosses the CPU's 4096-element blocks and ends in
+  // a partial vector, a short one, and rank 0; inputs dense, then permuted and offset.
+  void check_every_op(const std::vector<Case>& cases) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name + "\n" + kiln::ir::describe(c.program));
+      for (const Dims& shape : {Dims{3, 37, 41}, Dims{7}, Dims{}}) {
+        for (const Layout& layout : {kc::contiguous(), kc::permuted()}) {
+          SCOPED_TRACE(kiln::format_dims(shape) + " inputs " + layout.name);
+          std::vector<Operand> in;
+          for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, layout));
+          check(c, in, shape);
+        }
+      }
+    }
+  }
 };
+
+// The rows of `table` named, all of which must exist (a renamed row must not silently drop out
+// of a test).
+inline std::vector<Case> rows(std::vector<Case> table, const std::set<std::string>& names) {
+  std::vector<Case> out;
+  for (Case& c : table)
+    if (names.count(c.name)) out.push_back(std::move(c));
+  EXPECT_EQ(out.size(), names.size()) << "a row named in the test is missing from its table";
+  return out;
+}
 
 }  // namespace kc::ew

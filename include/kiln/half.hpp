@@ -69,31 +69,23 @@ constexpr float f16_bits_to_float(std::uint16_t h) {
 
 }  // namespace detail
 
-struct bfloat16 {
+// A 16-bit floating type: its bits, and the conversions to and from float.
+template <std::uint16_t (*ToBits)(float), float (*ToFloat)(std::uint16_t)>
+struct basic_half {
   std::uint16_t bits = 0;
 
-  constexpr bfloat16() = default;
-  constexpr explicit bfloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}
-  static constexpr bfloat16 from_bits(std::uint16_t b) {
-    bfloat16 h;
+  constexpr basic_half() = default;
+  constexpr explicit basic_half(float f) : bits(ToBits(f)) {}
+  static constexpr basic_half from_bits(std::uint16_t b) {
+    basic_half h;
     h.bits = b;
     return h;
   }
-  constexpr explicit operator float() const { return detail::bf16_bits_to_float(bits); }
+  constexpr explicit operator float() const { return ToFloat(bits); }
 };
 
-struct float16 {
-  std::uint16_t bits = 0;
-
-  constexpr float16() = default;
-  constexpr explicit float16(float f) : bits(detail::float_to_f16_bits(f)) {}
-  static constexpr float16 from_bits(std::uint16_t b) {
-    float16 h;
-    h.bits = b;
-    return h;
-  }
-  constexpr explicit operator float() const { return detail::f16_bits_to_float(bits); }
-};
+using bfloat16 = basic_half<detail::float_to_bf16_bits, detail::bf16_bits_to_float>;
+using float16 = basic_half<detail::float_to_f16_bits, detail::f16_bits_to_float>;
 
 static_assert(sizeof(bfloat16) == 2 && sizeof(float16) == 2);
 

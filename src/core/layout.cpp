@@ -1,6 +1,11 @@
-// Shapes and strides: element counts, row-major strides, contiguity, and their checked forms.
+// Shapes and strides: element counts, row-major strides, contiguity, and their checked forms;
+// coalescing (core/layout.hpp).
+#include "core/layout.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <limits>
 
 #include "core/checked.hpp"
 #include "core/tensor_impl.hpp"
@@ -72,6 +77,97 @@ bool TensorImpl::is_contiguous() const {
     step *= shape[i];
   }
   return dense;
+}
+
+namespace {
+
+// Appends dim d (of extent n) to l: merged into l's last dim where every operand's last stride
+// is its stride at d times n, else as a new dim. An extent-1 dim never moves and is dropped.
+void append_dim(JointLayout& l, std::span<const Dims* const> strides, std::size_t d,
+                std::int64_t n) {
+  l.numel *= n;
+  if (n == 1) return;
+  bool merge = !l.shape.empty();
+  for (std::size_t k = 0; merge && k < strides.size(); ++k)
+    merge = l.strides[k].back() == (*strides[k])[d] * n;
+  if (merge) {
+    l.shape.back() *= n;
+    for (std::size_t k = 0; k < strides.size(); ++k) l.strides[k].back() = (*strides[k])[d];
+  } else {
+    l.shape.push_back(n);
+    for (std::size_t k = 0; k < strides.size(); ++k) l.strides[k].push_back((*strides[k])[d]);
+  }
+}
+
+void reset(JointLayout& l, std::size_t operands) {
+  l.shape.clear();
+  l.strides.resize(operands);
+  for (Dims& s : l.strides) s.clear();
+  l.numel = 1;
+}
+
+Layout only_operand(JointLayout&& j) {
+  return {std::move(j.shape), std::move(j.strides[0]), j.numel};
+}
+
+}  // namespace
+
+void coalesce(const Dims& shape, std::span<const Dims* const> strides, JointLayout& out) {
+  reset(out, strides.size());
+  for (std::size_t d = 0; d < shape.size(); ++d) append_dim(out, strides, d, shape[d]);
+}
+
+JointLayout coalesce(const Dims& shape, std::span<const Dims* const> strides) {
+  JointLayout l;
+  coalesce(shape, strides, l);
+  return l;
+}
+
+JointLayout coalesce_dims(const Dims& shape, std::span<const Dims* const> strides,
+                          std::span<const int> dims) {
+  JointLayout l;
+  reset(l, strides.size());
+  for (int d : dims) append_dim(l, strides, static_cast<std::size_t>(d), shape[d]);
+  return l;
+}
+
+Layout coalesce(const Dims& shape, const Dims& strides) {
+  const Dims* one[] = {&strides};
+  return only_operand(coalesce(shape, one));
+}
+
+Layout memory_order(const Dims& shape, const Dims& strides) {
+  std::vector<std::size_t> order(shape.size());
+  for (std::size_t d = 0; d < order.size(); ++d) order[d] = d;
+  auto key = [&](std::size_t d) {
+    return strides[d] == 0 ? std::numeric_limits<std::int64_t>::max()
+                           : (strides[d] < 0 ? -strides[d] : strides[d]);
+  };
+  // Stable: dims of equal stride (size-1 dims, broadcast dims) keep their row-major order.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
+  Dims s, st;
+  for (std::size_t d : order) s.push_back(shape[d]), st.push_back(strides[d]);
+  return coalesce(s, st);
+}
+
+ReductionDims reduction_dims(int rank, int dim) {
+  ReductionDims r;
+  for (int d = 0; d < rank; ++d) (dim < 0 || d == dim ? r.reduced : r.kept).push_back(d);
+  return r;
+}
+
+ReductionLayout reduction_layout(const Dims& shape, const Dims& strides, int dim, bool row_major) {
+  ReductionLayout l;
+  if (dim < 0) {
+    l.red = row_major ? coalesce(shape, strides) : memory_order(shape, strides);
+    return l;
+  }
+  const ReductionDims dims = reduction_dims(static_cast<int>(shape.size()), dim);
+  const Dims* one[] = {&strides};
+  l.kept = only_operand(coalesce_dims(shape, one, dims.kept));
+  l.red = only_operand(coalesce_dims(shape, one, dims.reduced));
+  return l;
 }
 
 }  // namespace detail

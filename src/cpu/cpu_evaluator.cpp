@@ -6,37 +6,31 @@
 #include <cstring>
 #include <vector>
 
+#include "core/layout.hpp"
 #include "cpu/parallel.hpp"
-#include "ir/strided_runs.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::ir {
 
-CoalescedLayout coalesce(const Dims& shape, const std::vector<const Dims*>& strides) {
-  if (shape.size() > 16)
-    throw ShapeError("element-wise: rank " + std::to_string(shape.size()) + " exceeds 16");
-  CoalescedLayout out;
-  out.strides.resize(strides.size());
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !out.shape.empty();
-    for (std::size_t t = 0; merge && t < strides.size(); ++t) {
-      merge = out.strides[t].back() == (*strides[t])[d] * shape[d];
-    }
-    if (merge) {
-      out.shape.back() *= shape[d];
-      for (std::size_t t = 0; t < strides.size(); ++t) out.strides[t].back() = (*strides[t])[d];
-    } else {
-      out.shape.push_back(shape[d]);
-      for (std::size_t t = 0; t < strides.size(); ++t) out.strides[t].push_back((*strides[t])[d]);
-    }
-  }
-  return out;
-}
-
 namespace {
 
+using detail::for_each_run;
+using detail::JointLayout;
 using detail::TensorImpl;
+
+// Every tensor of the call (inputs, then outputs) over one coalesced iteration space: most
+// calls end up with rank 1.
+JointLayout coalesced(const Dims& shape, std::span<const TensorImpl* const> inputs,
+                      std::span<const TensorImpl* const> outputs) {
+  // (The walker takes any rank; this limit is the one the CPU's element-wise calls have always
+  // stated, kept as it was.)
+  if (shape.size() > 16)
+    throw ShapeError("element-wise: rank " + std::to_string(shape.size()) + " exceeds 16");
+  std::vector<const Dims*> strides;
+  for (auto* t : inputs) strides.push_back(&t->strides);
+  for (auto* t : outputs) strides.push_back(&t->strides);
+  return detail::coalesce(shape, strides);
+}
 
 // Block-local storage of 32-bit lanes for one node's value.
 using Lane = std::uint32_t;
@@ -50,7 +44,7 @@ struct Access {
   bool splat;  // every stride 0: one value for the whole call
 };
 
-Access access(const TensorImpl& t, const CoalescedLayout& layout, std::size_t which) {
+Access access(const TensorImpl& t, const JointLayout& layout, std::size_t which) {
   const Dims& s = layout.strides[which];
   bool all_zero = std::all_of(s.begin(), s.end(), [](auto v) { return v == 0; });
   bool dense = layout.shape.empty() || (layout.shape.size() == 1 && s[0] == 1);
@@ -72,8 +66,8 @@ std::uint16_t half_bits(DType t, float f) {
 // converts to f32).
 void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst,
             const cpu::KernelTable& k) {
-  for_each_run(shape, *a.strides, start, len,
-               [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+  for_each_run(shape, *a.strides, start, start + len,
+               [&](std::int64_t off, std::int64_t n, std::int64_t st, std::int64_t) {
                  if (a.dtype == DType::boolean) {
                    const auto* src = reinterpret_cast<const std::uint8_t*>(a.base) + off;
                    for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st] != 0;
@@ -100,8 +94,8 @@ void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t
 // rounding f32 lanes to a half type.
 void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len,
              const Lane* src, bool splat, const cpu::KernelTable& k) {
-  for_each_run(shape, *a.strides, start, len,
-               [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+  for_each_run(shape, *a.strides, start, start + len,
+               [&](std::int64_t off, std::int64_t n, std::int64_t st, std::int64_t) {
                  if (is_half(a.dtype)) {
                    auto* d = reinterpret_cast<std::uint16_t*>(a.base) + off;
                    const auto* f = reinterpret_cast<const float*>(src);
@@ -275,10 +269,7 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
   const std::int64_t total = detail::numel(shape);
   if (total == 0) return;
 
-  std::vector<const Dims*> all_strides;
-  for (auto* t : inputs) all_strides.push_back(&t->strides);
-  for (auto* t : outputs) all_strides.push_back(&t->strides);
-  const CoalescedLayout layout = coalesce(shape, all_strides);
+  const JointLayout layout = coalesced(shape, inputs, outputs);
   std::vector<Access> in_access, out_access;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     in_access.push_back(access(*inputs[i], layout, i));
@@ -331,7 +322,7 @@ void evaluate_cpu(const Program& p, std::span<const TensorImpl* const> inputs,
 struct RangeEvaluator::Impl {
   const Program& p;
   const cpu::KernelTable& k;
-  CoalescedLayout layout;
+  JointLayout layout;
   std::vector<Access> in;
   std::vector<Lane> scalar_lanes;
   std::vector<int> slot_of;
@@ -346,9 +337,7 @@ RangeEvaluator::RangeEvaluator(const Program& p, std::span<const TensorImpl* con
     throw InternalError(
         "element-wise: program and range call disagree on inputs, scalars or outputs");
   }
-  std::vector<const Dims*> all_strides;
-  for (auto* t : inputs) all_strides.push_back(&t->strides);
-  auto impl = std::make_unique<Impl>(Impl{p, k, coalesce(shape, all_strides), {}, {}, {}, 0});
+  auto impl = std::make_unique<Impl>(Impl{p, k, coalesced(shape, inputs, {}), {}, {}, {}, 0});
   for (std::size_t i = 0; i < inputs.size(); ++i)
     impl->in.push_back(access(*inputs[i], impl->layout, i));
   for (std::size_t i = 0; i < scalars.size(); ++i)

@@ -35,7 +35,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/coalesce.hpp"
+#include "core/layout.hpp"
 #include "cpu/cpu_evaluator.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/parallel.hpp"
@@ -69,57 +69,9 @@ constexpr std::int64_t kPiece = ir::kBlock;
 
 // ---- layouts ----
 
-using detail::coalesce;
+using detail::for_each_run;
 using detail::Layout;
-using detail::memory_order;
-
-// The element offsets of a layout's row-major positions start, start + 1, ...
-class Walker {
- public:
-  Walker(const Layout& l, std::int64_t start) : l_(l), idx_(l.shape.size()) {
-    for (std::size_t d = l.shape.size(); d-- > 0;) {
-      idx_[d] = start % l.shape[d];
-      start /= l.shape[d];
-      offset_ += idx_[d] * l.strides[d];
-    }
-  }
-  std::int64_t offset() const { return offset_; }
-  void next() {
-    for (std::size_t d = l_.shape.size(); d-- > 0;) {
-      offset_ += l_.strides[d];
-      if (++idx_[d] < l_.shape[d]) return;
-      offset_ -= idx_[d] * l_.strides[d];
-      idx_[d] = 0;
-    }
-  }
-
- private:
-  const Layout& l_;
-  Dims idx_;
-  std::int64_t offset_ = 0;
-};
-
-// Calls fn(offset, count, stride, position) for the runs along the innermost dim that cover
-// the row-major positions [start, end) of layout l.
-template <class Fn>
-void for_each_run(const Layout& l, std::int64_t start, std::int64_t end, Fn&& fn) {
-  if (l.shape.empty()) {
-    if (start < end) fn(std::int64_t{0}, end - start, std::int64_t{0}, start);
-    return;
-  }
-  const std::int64_t inner = l.shape.back(), stride = l.strides.back();
-  Layout outer{Dims(l.shape.begin(), l.shape.end() - 1),
-               Dims(l.strides.begin(), l.strides.end() - 1)};
-  Walker w(outer, start / inner);
-  std::int64_t pos = start, col = start % inner;
-  while (pos < end) {
-    const std::int64_t count = std::min(inner - col, end - pos);
-    fn(w.offset() + col * stride, count, stride, pos);
-    pos += count;
-    col = 0;
-    w.next();
-  }
-}
+using detail::Odometer;
 
 // ---- where the values come from ----
 
@@ -401,7 +353,7 @@ struct Reduction {
       const std::int64_t stride = red.strides.empty() ? 0 : red.strides[0];
       take(begin * stride, end - begin, stride, begin);
     } else {
-      for_each_run(red, begin, end, take);
+      for_each_run(red.shape, red.strides, begin, end, take);
     }
     return a;
   }
@@ -417,7 +369,7 @@ struct Reduction {
       parallel_for(m, std::max<std::int64_t>(1, kTaskWork / len),
                    [&](std::int64_t o0, std::int64_t o1) {
                      auto rd = src.reader();
-                     Walker w(kept, o0);
+                     Odometer w(kept.shape, kept.strides, o0);
                      for (std::int64_t o = o0; o < o1; ++o, w.next()) {
                        out[o] = P::finish(reduce_range(rd, w.offset(), red, 0, len), len);
                      }
@@ -431,7 +383,9 @@ struct Reduction {
       for (std::int64_t t = t0; t < t1; ++t) {
         const std::int64_t o = t / blocks, b = t % blocks;
         const std::int64_t begin = b * block_len, end = std::min(len, begin + block_len);
-        if (begin < end) partial[t] = reduce_range(rd, Walker(kept, o).offset(), red, begin, end);
+        if (begin < end)
+          partial[t] =
+              reduce_range(rd, Odometer(kept.shape, kept.strides, o).offset(), red, begin, end);
       }
     });
     parallel_for(m, std::max<std::int64_t>(1, kTaskWork / blocks),
@@ -451,9 +405,13 @@ struct Reduction {
   void columns() const {
     const std::int64_t width = kept.shape.back(), len = red.numel;
     const std::int64_t step = red.strides.empty() ? 0 : red.strides[0];
-    const Layout outer{Dims(kept.shape.begin(), kept.shape.end() - 1),
-                       Dims(kept.strides.begin(), kept.strides.end() - 1), kept.numel / width};
-    const std::int64_t tiles = (width + kTile - 1) / kTile, groups = outer.numel * tiles;
+    // The offset of a row of tiles: its position over the kept dims but the last.
+    auto row_offset = [this](std::int64_t row) {
+      const std::span<const std::int64_t> shape(kept.shape), strides(kept.strides);
+      return Odometer(shape.first(shape.size() - 1), strides.first(strides.size() - 1), row)
+          .offset();
+    };
+    const std::int64_t tiles = (width + kTile - 1) / kTile, groups = kept.numel / width * tiles;
     std::int64_t blocks = 1;
     if (len > kColumnBlock) {
       blocks = std::min((len + kColumnBlock - 1) / kColumnBlock,
@@ -475,7 +433,7 @@ struct Reduction {
                      const std::int64_t begin = b * block_len,
                                         end = std::min(len, begin + block_len);
                      if (begin >= end) continue;
-                     const std::int64_t base = Walker(outer, row).offset() + col0;
+                     const std::int64_t base = row_offset(row) + col0;
                      // Rows of a tile as wide as the step are adjacent: fetched together.
                      const std::int64_t fetch =
                          step == cols ? std::max<std::int64_t>(1, kRowsFetch / cols) : 1;
@@ -525,15 +483,10 @@ struct Loops {
 
 Loops loops_for(const Dims& shape, const Dims& strides, int dim, bool order_free) {
   Loops l;
-  if (dim < 0) {
-    l.red = order_free ? memory_order(shape, strides) : coalesce(shape, strides);
-    return l;
-  }
-  Dims s = shape, st = strides;
-  s.erase(s.begin() + dim);
-  st.erase(st.begin() + dim);
-  l.kept = coalesce(s, st);
-  l.red = coalesce({shape[dim]}, {strides[dim]});
+  auto [kept, red] = detail::reduction_layout(shape, strides, dim, !order_free);
+  l.kept = std::move(kept);
+  l.red = std::move(red);
+  if (dim < 0) return l;
   l.columns = !l.kept.shape.empty() && l.kept.strides.back() == 1 &&
               l.kept.shape.back() >= kMinColumns && !l.red.shape.empty() && l.red.strides[0] != 1;
   return l;

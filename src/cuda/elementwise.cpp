@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/kernel_args.hpp"
 #include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "ir/cuda_codegen.hpp"
@@ -22,33 +24,9 @@ constexpr unsigned kThreads = 256;
 // a few rounds of them keep the memory system busy without a tail of idle SMs.
 constexpr unsigned kBlocksPerSm = 16;
 
-// Every operand (inputs, then outputs) over one common iteration space.
-struct Geometry {
-  Dims shape;
-  std::vector<Dims> strides;  // per operand
-};
-
-// Drops size-1 dims and merges neighbours that every operand walks as one run, so that most
-// calls become rank 0 or 1 whatever the tensors' ranks. Reuses g's vectors (no allocation once
-// they have grown).
-void coalesce(const Dims& shape, std::span<const TensorImpl* const> ops, Geometry& g) {
-  g.shape.clear();
-  g.strides.resize(ops.size());
-  for (Dims& s : g.strides) s.clear();
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !g.shape.empty();
-    for (std::size_t k = 0; merge && k < ops.size(); ++k)
-      merge = g.strides[k].back() == ops[k]->strides[d] * shape[d];
-    if (merge) {
-      g.shape.back() *= shape[d];
-      for (std::size_t k = 0; k < ops.size(); ++k) g.strides[k].back() = ops[k]->strides[d];
-    } else {
-      g.shape.push_back(shape[d]);
-      for (std::size_t k = 0; k < ops.size(); ++k) g.strides[k].push_back(ops[k]->strides[d]);
-    }
-  }
-}
+// Every operand (inputs, then outputs) over one coalesced iteration space (core/layout.hpp):
+// most calls become rank 0 or 1 whatever the tensors' ranks.
+using Geometry = detail::JointLayout;
 
 ir::Access access(const Geometry& g, const Dims& strides) {
   bool splat = true, contiguous = true;
@@ -60,13 +38,6 @@ ir::Access access(const Geometry& g, const Dims& strides) {
   }
   if (splat) return g.shape.empty() ? ir::Access::contiguous : ir::Access::splat;
   return contiguous ? ir::Access::contiguous : ir::Access::strided;
-}
-
-// The largest element offset a strided operand reaches.
-std::int64_t reach(const Geometry& g, const Dims& strides) {
-  std::int64_t r = 0;
-  for (std::size_t d = 0; d < g.shape.size(); ++d) r += (g.shape[d] - 1) * strides[d];
-  return r;
 }
 
 bool aligned(const void* p, std::size_t bytes) {
@@ -101,14 +72,12 @@ cudaKernel_t kernel_for(const Context& ctx, const ir::Program& p, const ir::Cuda
 // have grown (this runs for every op, and for every fused group).
 struct LaunchScratch {
   std::vector<const TensorImpl*> ops;  // inputs, then outputs
+  std::vector<const Dims*> op_strides;
   Geometry geometry;
   ir::CudaLayout layout;
   std::vector<int> strided_ops;
-  std::vector<void*> pointers;
-  std::vector<float> f32_scalars;
-  std::vector<int> int_scalars;
   std::vector<long long> strides;  // the kernel's geometry parameter
-  std::vector<void*> args;
+  KernelArgs args;
 };
 
 }  // namespace
@@ -123,8 +92,10 @@ void elementwise(Context& ctx, const ir::Program& program,
   thread_local LaunchScratch s;
   s.ops.assign(inputs.begin(), inputs.end());
   s.ops.insert(s.ops.end(), outputs.begin(), outputs.end());
+  s.op_strides.clear();
+  for (const TensorImpl* t : s.ops) s.op_strides.push_back(&t->strides);
   const Geometry& g = s.geometry;
-  coalesce(shape, s.ops, s.geometry);
+  detail::coalesce(shape, s.op_strides, s.geometry);
 
   ir::CudaLayout& layout = s.layout;
   layout.rank = static_cast<int>(g.shape.size());
@@ -138,7 +109,7 @@ void elementwise(Context& ctx, const ir::Program& program,
     (k < inputs.size() ? layout.inputs : layout.outputs).push_back(a);
     if (a == ir::Access::strided) {
       s.strided_ops.push_back(static_cast<int>(k));
-      max_reach = std::max(max_reach, reach(g, g.strides[k]));
+      max_reach = std::max(max_reach, detail::reach(g.shape, g.strides[k]));
       vector_ok = false;
     } else if (a == ir::Access::contiguous) {
       vector_ok = vector_ok && aligned(s.ops[k]->data(), 4 * dtype_size(s.ops[k]->dtype));
@@ -149,39 +120,28 @@ void elementwise(Context& ctx, const ir::Program& program,
                       n > std::numeric_limits<std::int32_t>::max();
   cudaKernel_t fn = kernel_for(ctx, program, layout);
 
-  // The argument values, then pointers to each (cudaLaunchKernel's form). The value vectors are
-  // sized before any pointer into them is taken.
-  s.pointers.clear();
-  for (const TensorImpl* t : s.ops) s.pointers.push_back(t->data());
-  s.f32_scalars.resize(scalars.size());
-  s.int_scalars.resize(scalars.size());
-  s.strides.clear();
+  // The kernel's parameters (ir/cuda_codegen.cpp): each operand's data, the scalars, the
+  // geometry (the extents, then each strided operand's strides) if any operand is strided, and
+  // the element count in the index width.
+  KernelArgs& args = s.args;
+  args.clear();
+  for (const TensorImpl* t : s.ops) args.pointer(t->data());
+  args.scalars(program.scalars, scalars);
   if (!s.strided_ops.empty()) {
     s.strides.assign(g.shape.begin(), g.shape.end());
     for (int k : s.strided_ops)
       s.strides.insert(s.strides.end(), g.strides[k].begin(), g.strides[k].end());
+    args.int64_struct(s.strides);
   }
-  unsigned n32 = static_cast<unsigned>(n);
-  unsigned long long n64 = static_cast<unsigned long long>(n);
-  s.args.clear();
-  for (auto& p : s.pointers) s.args.push_back(&p);
-  for (std::size_t i = 0; i < scalars.size(); ++i) {
-    if (compute_dtype(program.scalars[i]) == DType::f32) {
-      s.f32_scalars[i] = static_cast<float>(scalars[i]);
-      s.args.push_back(&s.f32_scalars[i]);
-    } else {
-      s.int_scalars[i] =
-          program.scalars[i] == DType::boolean ? scalars[i] != 0 : static_cast<int>(scalars[i]);
-      s.args.push_back(&s.int_scalars[i]);
-    }
-  }
-  if (!s.strides.empty()) s.args.push_back(s.strides.data());
-  s.args.push_back(layout.wide_index ? static_cast<void*>(&n64) : static_cast<void*>(&n32));
+  if (layout.wide_index)
+    args.value(static_cast<unsigned long long>(n));
+  else
+    args.value(static_cast<unsigned>(n));
 
   const std::int64_t work = layout.vectorized ? (n + 3) / 4 : n;
   const std::int64_t blocks = std::min<std::int64_t>((work + kThreads - 1) / kThreads,
                                                      std::int64_t{ctx.sm_count} * kBlocksPerSm);
-  launch(ctx, fn, static_cast<unsigned>(blocks), kThreads, s.args.data());
+  launch(ctx, fn, static_cast<unsigned>(blocks), kThreads, args.pointers());
 }
 
 detail::Handle contiguous(Context& ctx, const detail::Handle& x) {

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "cuda/cuda_ops.hpp"
+#include "cuda/kernel_args.hpp"
 #include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/random_source.hpp"
@@ -20,16 +21,22 @@ void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,
   if (n == 0) return;
   cudaKernel_t k = cached_kernel(random_source(), "kiln_random.cu",
                                  uniform ? "kiln_uniform" : "kiln_normal", ctx.arch());
-  void* data = out.data();
-  unsigned long long s = seed;
-  float lo = static_cast<float>(spec.a), hi = static_cast<float>(spec.b);
-  double mean = spec.a, std = spec.b;
-  void* uniform_args[] = {&data, &n, &s, &lo, &hi};
-  void* normal_args[] = {&data, &n, &s, &mean, &std};
+  // (float* out, u64 n, u64 seed, float lo, float hi) or (..., double mean, double std)
+  KernelArgs args;
+  args.pointer(out.data());
+  args.value(n);
+  args.value(static_cast<unsigned long long>(seed));
+  if (uniform) {
+    args.value(static_cast<float>(spec.a));
+    args.value(static_cast<float>(spec.b));
+  } else {
+    args.value(static_cast<double>(spec.a));
+    args.value(static_cast<double>(spec.b));
+  }
   constexpr unsigned kThreads = 256;
   const unsigned long long blocks = ((n + 3) / 4 + kThreads - 1) / kThreads;
   ctx.make_current();
-  launch(ctx, k, static_cast<unsigned>(blocks), kThreads, uniform ? uniform_args : normal_args);
+  launch(ctx, k, static_cast<unsigned>(blocks), kThreads, args.pointers());
 }
 
 }  // namespace kiln::cuda

@@ -25,9 +25,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/coalesce.hpp"
+#include "core/layout.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/kernel_args.hpp"
 #include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/reduce_source.hpp"
@@ -55,9 +56,8 @@ constexpr std::int64_t kThreadsPerSm = 2048;
 constexpr std::int64_t kThreadBlocksPerSm = 16;
 constexpr std::int64_t kMaxGrid = std::numeric_limits<std::int32_t>::max();
 
-using detail::coalesce;
+using detail::JointLayout;
 using detail::Layout;
-using detail::memory_order;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -110,13 +110,6 @@ Plan plan(const Layout& kept, const Layout& red, std::int64_t sm_count) {
     p.grid = std::min(ceil_div(items, kMaxBlock), sm_count * kThreadBlocksPerSm);
   }
   return p;
-}
-
-// The largest element offset x reaches.
-std::int64_t reach(const TensorImpl& x) {
-  std::int64_t r = 0;
-  for (int d = 0; d < x.rank(); ++d) r += (x.shape[d] - 1) * x.strides[d];
-  return r;
 }
 
 struct Kernels {
@@ -202,9 +195,9 @@ Plan plan_for(const Context& ctx, ReduceOp op, DType dtype, const Layout& kept, 
   return p;
 }
 
-// Launches the plan's kernels. args holds the main kernel's argument pointers with two slots
-// for out and the partials at out_slot and out_slot + 1, which this fills.
-void launch_plan(Context& ctx, const Kernels& k, const Plan& p, std::vector<void*>& args,
+// Launches the plan's kernels. args holds the main kernel's arguments with two pointer slots,
+// for out and the partials, at out_slot and out_slot + 1, which this fills.
+void launch_plan(Context& ctx, const Kernels& k, const Plan& p, KernelArgs& args,
                  std::size_t out_slot, void* out_data) {
   ctx.make_current();
   std::shared_ptr<detail::Buffer> partial;
@@ -214,80 +207,74 @@ void launch_plan(Context& ctx, const Kernels& k, const Plan& p, std::vector<void
         ctx, static_cast<std::size_t>(items) * reduce_partial_bytes(p.spec.op, p.spec.dtype));
   }
   void* part_data = partial ? partial->data() : nullptr;
-  args[out_slot] = &out_data;
-  args[out_slot + 1] = &part_data;
-  launch(ctx, k.main, static_cast<unsigned>(p.grid), static_cast<unsigned>(p.threads), args.data());
+  args.set_pointer(out_slot, out_data);
+  args.set_pointer(out_slot + 1, part_data);
+  launch(ctx, k.main, static_cast<unsigned>(p.grid), static_cast<unsigned>(p.threads),
+         args.pointers());
   if (!k.combine) return;
   // One block per output over its chunks; freeing `partial` after this is stream-ordered.
-  long long outputs = p.outputs, chunks = p.chunks, len = p.len;
-  void* combine_args[] = {&part_data, &out_data, &outputs, &chunks, &len};
+  // (const Acc* partial, Out* out, int64 outputs, int64 chunks, int64 reduced length)
+  KernelArgs combine;
+  combine.pointer(part_data);
+  combine.pointer(out_data);
+  combine.value(static_cast<long long>(p.outputs));
+  combine.value(static_cast<long long>(p.chunks));
+  combine.value(static_cast<long long>(p.len));
   const std::int64_t threads = std::min(kMaxBlock, ceil_div(p.chunks, 32) * 32);
   launch(ctx, k.combine, static_cast<unsigned>(std::min(p.outputs, kMaxGrid)),
-         static_cast<unsigned>(threads), combine_args);
+         static_cast<unsigned>(threads), combine.pointers());
 }
 
-// Dims `dims` of shape, in order, with size-1 dims dropped and neighbours merged where every
-// stride set walks them as one run (as coalesce() does for one set): the same row-major
-// sequence of elements in each set.
-struct JointLayout {
-  Dims shape;
-  std::vector<Dims> strides;  // per set
-  std::int64_t numel = 1;
-};
-
-JointLayout coalesce_jointly(const Dims& shape, const std::vector<Dims>& sets,
-                             const std::vector<int>& dims) {
-  JointLayout l;
-  l.strides.resize(sets.size());
-  for (int d : dims) {
-    l.numel *= shape[d];
-    if (shape[d] == 1) continue;
-    bool merge = !l.shape.empty();
-    for (std::size_t k = 0; merge && k < sets.size(); ++k)
-      merge = l.strides[k].back() == sets[k][d] * shape[d];
-    if (merge) {
-      l.shape.back() *= shape[d];
-      for (std::size_t k = 0; k < sets.size(); ++k) l.strides[k].back() = sets[k][d];
-    } else {
-      l.shape.push_back(shape[d]);
-      for (std::size_t k = 0; k < sets.size(); ++k) l.strides[k].push_back(sets[k][d]);
-    }
+// The geometry struct of reduce_source.hpp: the sizes, the outer extents and set 0's outer
+// strides, the reduced extents and set 0's reduced strides, then each further set's outer and
+// reduced strides.
+std::vector<long long> geometry_struct(const Plan& p, const JointLayout& kept,
+                                       const JointLayout& red) {
+  std::vector<long long> g = {p.outputs, p.len, p.chunks, p.chunk};
+  auto append = [&g](const Dims& d) { g.insert(g.end(), d.begin(), d.end()); };
+  append(kept.shape);
+  append(kept.strides[0]);
+  append(red.shape);
+  append(red.strides[0]);
+  for (std::size_t s = 1; s < kept.strides.size(); ++s) {
+    append(kept.strides[s]);
+    append(red.strides[s]);
   }
-  return l;
+  return g;
+}
+
+// One stride set's layout as a joint one (reduce() reads x alone).
+JointLayout joint(Layout l) { return {std::move(l.shape), {std::move(l.strides)}, l.numel}; }
+
+// The kernels take at least one reduced dim: a single element (or none) is a run of stride 0.
+void at_least_one_reduced_dim(JointLayout& red) {
+  if (!red.shape.empty() && red.numel != 0) return;
+  red.shape = {red.numel};
+  for (Dims& s : red.strides) s = {0};
 }
 
 }  // namespace
 
 void reduce(Context& ctx, ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
   detail::check_reduce_call(op, x, dim, out);
+  // arg* count indices in x's row-major order; the others may walk memory in any order.
   const bool arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
-  Layout kept, red;
-  if (dim < 0) {
-    // arg* count indices in x's row-major order; the others may walk memory in any order.
-    red = arg ? coalesce(x.shape, x.strides) : memory_order(x.shape, x.strides);
-  } else {
-    Dims shape = x.shape, strides = x.strides;
-    shape.erase(shape.begin() + dim);
-    strides.erase(strides.begin() + dim);
-    kept = coalesce(shape, strides);
-    red = coalesce({x.shape[dim]}, {x.strides[dim]});
-  }
-  if (kept.numel == 0) return;
-  // The kernels take at least one reduced dim: a single element (or none) is a run of stride 0.
-  if (red.shape.empty() || red.numel == 0) red = Layout{{red.numel}, {0}, red.numel};
+  detail::ReductionLayout l = detail::reduction_layout(x.shape, x.strides, dim, arg);
+  if (l.kept.numel == 0) return;
+  const JointLayout kept = joint(std::move(l.kept));
+  JointLayout red = joint(std::move(l.red));
+  at_least_one_reduced_dim(red);
 
-  const Plan p = plan_for(ctx, op, x.dtype, kept, red, reach(x));
+  const Plan p = plan_for(ctx, op, x.dtype, kept.operand(0), red.operand(0),
+                          detail::reach(x.shape, x.strides));
   const Kernels k = kernels_for(ctx, p.spec);
 
-  // The geometry struct of reduce_source.hpp.
-  std::vector<long long> g = {p.outputs, p.len, p.chunks, p.chunk};
-  g.insert(g.end(), kept.shape.begin(), kept.shape.end());
-  g.insert(g.end(), kept.strides.begin(), kept.strides.end());
-  g.insert(g.end(), red.shape.begin(), red.shape.end());
-  g.insert(g.end(), red.strides.begin(), red.strides.end());
-
-  const void* x_data = x.data();
-  std::vector<void*> args = {&x_data, nullptr, nullptr, g.data()};
+  // (const In* x, Out* out, Acc* partial, Geometry g)
+  KernelArgs args;
+  args.pointer(x.data());
+  args.pointer(nullptr);
+  args.pointer(nullptr);
+  args.int64_struct(geometry_struct(p, kept, red));
   launch_plan(ctx, k, p, args, 1, out.data());
 }
 
@@ -331,15 +318,13 @@ bool reduce_prologue(Context& ctx, ReduceOp op, const detail::Prologue& pro, int
   }
   ps.sets = static_cast<int>(sets.size());
 
-  std::vector<int> kept_dims, red_dims;
-  for (int d = 0; d < v.rank(); ++d) (dim < 0 || d == dim ? red_dims : kept_dims).push_back(d);
-  const JointLayout kept = coalesce_jointly(shape, sets, kept_dims);
-  JointLayout red = coalesce_jointly(shape, sets, red_dims);
+  std::vector<const Dims*> set_strides;
+  for (const Dims& s : sets) set_strides.push_back(&s);
+  const detail::ReductionDims dims = detail::reduction_dims(v.rank(), dim);
+  const JointLayout kept = detail::coalesce_dims(shape, set_strides, dims.kept);
+  JointLayout red = detail::coalesce_dims(shape, set_strides, dims.reduced);
   if (kept.numel == 0) return true;
-  if (red.shape.empty() || red.numel == 0) {
-    red.shape = {red.numel};
-    for (Dims& s : red.strides) s = {0};
-  }
+  at_least_one_reduced_dim(red);
   // Declined: a geometry beyond the 4 KB of kernel parameters (hundreds of stride sets).
   const std::size_t geometry =
       4 + (kept.shape.size() + red.shape.size()) * static_cast<std::size_t>(ps.sets + 1);
@@ -347,54 +332,23 @@ bool reduce_prologue(Context& ctx, ReduceOp op, const detail::Prologue& pro, int
 
   std::int64_t max_reach = 0;
   for (int k = 0; k < ps.sets; ++k) {
-    std::int64_t r = 0;
-    for (std::size_t d = 0; d < kept.shape.size(); ++d)
-      r += (kept.shape[d] - 1) * kept.strides[k][d];
-    for (std::size_t d = 0; d < red.shape.size(); ++d) r += (red.shape[d] - 1) * red.strides[k][d];
-    max_reach = std::max(max_reach, r);
+    max_reach = std::max(max_reach, detail::reach(kept.shape, kept.strides[k]) +
+                                        detail::reach(red.shape, red.strides[k]));
   }
   // Set 0's layouts: those reduce() would coalesce from the contiguous value, but for dims
   // the other sets keep apart, which changes no plan (the sizes, the innermost kept stride and
   // the reduced dim's stride are the same).
-  const Layout kept0{kept.shape, kept.strides[0], kept.numel};
-  const Layout red0{red.shape, red.strides[0], red.numel};
-  const Plan p = plan_for(ctx, op, v.dtype, kept0, red0, max_reach);
+  const Plan p = plan_for(ctx, op, v.dtype, kept.operand(0), red.operand(0), max_reach);
   ps.reduce = p.spec;
   const Kernels k = prologue_kernels_for(ctx, ps);
 
-  std::vector<long long> g = {p.outputs, p.len, p.chunks, p.chunk};
-  auto append = [&g](const Dims& d) { g.insert(g.end(), d.begin(), d.end()); };
-  append(kept.shape);
-  append(kept.strides[0]);
-  append(red.shape);
-  append(red.strides[0]);
-  for (int s = 1; s < ps.sets; ++s) {
-    append(kept.strides[s]);
-    append(red.strides[s]);
-  }
-
-  // The argument values, then pointers to each; the vectors are sized before any pointer into
-  // them is taken.
-  std::vector<const void*> in_data;
-  for (const TensorImpl* in : pro.inputs) in_data.push_back(empty ? nullptr : in->data());
-  std::vector<float> f32(pro.scalars.size());
-  std::vector<int> ints(pro.scalars.size());
-  std::vector<void*> args;
-  for (auto& d : in_data) args.push_back(&d);
-  const std::size_t out_slot = args.size();
-  args.push_back(nullptr);
-  args.push_back(nullptr);
-  for (std::size_t i = 0; i < pro.scalars.size(); ++i) {
-    if (compute_dtype(pro.program.scalars[i]) == DType::f32) {
-      f32[i] = static_cast<float>(pro.scalars[i]);
-      args.push_back(&f32[i]);
-    } else {
-      ints[i] = pro.program.scalars[i] == DType::boolean ? pro.scalars[i] != 0
-                                                         : static_cast<int>(pro.scalars[i]);
-      args.push_back(&ints[i]);
-    }
-  }
-  args.push_back(g.data());
+  // (const In0* in0, ..., Out* out, Acc* partial, scalars..., Geometry g)
+  KernelArgs args;
+  for (const TensorImpl* in : pro.inputs) args.pointer(empty ? nullptr : in->data());
+  const std::size_t out_slot = args.pointer(nullptr);
+  args.pointer(nullptr);
+  args.scalars(pro.program.scalars, pro.scalars);
+  args.int64_struct(geometry_struct(p, kept, red));
   launch_plan(ctx, k, p, args, out_slot, out.data());
   return true;
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -275,8 +276,52 @@ class Tensor {
   Tensor<E> expand(const std::int64_t (&shape)[E]) const requires(E >= D) {
     return expand(std::to_array(shape));
   }
+  // Views along dim, as torch.split and torch.chunk: pieces of `size` (the last one shorter), of
+  // the given sizes (which must add up to the dim's extent), or `chunks` pieces of
+  // ceil(size(dim) / chunks) (so fewer than `chunks` when they do not divide: 5 in 4 gives 2, 2,
+  // 1). An empty dim gives one empty piece. x.split({2}) is split(2), as a one-element braced
+  // list converts to an integer first; write split(std::vector<std::int64_t>{2}) for a section.
+  std::vector<Tensor> split(std::int64_t size, int dim = 0) const requires(D > 0) {
+    return pieces(detail::split(h("split"), size, norm("split", dim)));
+  }
+  std::vector<Tensor> split(const std::vector<std::int64_t>& sizes, int dim = 0) const
+      requires(D > 0) {
+    return pieces(detail::split(h("split"), sizes, norm("split", dim)));
+  }
+  std::vector<Tensor> chunk(std::int64_t chunks, int dim = 0) const requires(D > 0) {
+    return pieces(detail::chunk(h("chunk"), chunks, norm("chunk", dim)));
+  }
+  // As torch.Tensor.repeat: x tiled times[i] times along dim i; more counts than dims prepend
+  // dims of size 1 (x.repeat(2, 1, 1) of a Tensor<2> is a Tensor<3>). One dense copy (an
+  // element-wise copy of a stride-0 view: it records and fuses), never a view.
+  template <std::integral... I>
+  Tensor<sizeof...(I)> repeat(I... times) const requires(sizeof...(I) >= D) {
+    const std::int64_t counts[] = {0, static_cast<std::int64_t>(times)...};
+    return Tensor<sizeof...(I)>(
+        detail::repeat(h("repeat"), std::span<const std::int64_t>(counts + 1, sizeof...(I))));
+  }
+  // Masks. tril/triu (as torch.tril, torch.triu) keep the elements of the last two dims on and
+  // below (above) diagonal `offset` (0 the main one, > 0 above it, < 0 below) and zero the rest.
+  // masked_fill (as torch.Tensor.masked_fill): `value` where the bool mask is true, x elsewhere;
+  // the mask broadcasts to x's shape, never x to the mask (a mask of larger rank does not
+  // compile), and `value` takes x's dtype as `full` converts it. Each is one element-wise
+  // program (a where): it records and fuses.
+  Tensor tril(std::int64_t offset = 0) const requires(D >= 2) {
+    return Tensor(detail::triangle(h("tril"), offset, true));
+  }
+  Tensor triu(std::int64_t offset = 0) const requires(D >= 2) {
+    return Tensor(detail::triangle(h("triu"), offset, false));
+  }
+  template <std::size_t E, ScalarValue S>
+  Tensor masked_fill(const Tensor<E>& mask, S value) const requires(E <= D) {
+    return Tensor(
+        detail::masked_fill(h("masked_fill"), mask.handle("masked_fill"), detail::scalar(value)));
+  }
 
  private:
+  static std::vector<Tensor> pieces(const std::vector<detail::Handle>& hs) {
+    return std::vector<Tensor>(hs.begin(), hs.end());
+  }
   // numel() elements of host memory for a read-back, or a clear error instead of bad_alloc.
   template <class T>
   std::vector<T> host_vector() const {
@@ -415,6 +460,37 @@ Tensor<D> cat(const std::vector<Tensor<D>>& xs, int dim) {
 template <std::size_t D>
 Tensor<D> cat(std::initializer_list<Tensor<D>> xs, int dim) {
   return detail::cat_tensors(std::span<const Tensor<D>>(xs.begin(), xs.size()), dim);
+}
+
+namespace detail {
+template <std::size_t D>
+Tensor<D + 1> stack_tensors(std::span<const Tensor<D>> xs, int dim) {
+  std::vector<Handle> hs;
+  hs.reserve(xs.size());
+  for (const auto& x : xs) hs.push_back(x.handle("stack"));
+  return Tensor<D + 1>(stack(hs, normalize_dim("stack", dim, D + 1)));
+}
+}  // namespace detail
+
+// As torch.stack: the tensors (one shape, one dtype, one device) along a new dim at `dim`, in
+// [-(D+1), D]. Each is unsqueezed (a view), then cat copies them: eager under fusion, as cat.
+template <std::size_t D>
+Tensor<D + 1> stack(const std::vector<Tensor<D>>& xs, int dim = 0) {
+  return detail::stack_tensors(std::span<const Tensor<D>>(xs), dim);
+}
+template <std::size_t D>
+Tensor<D + 1> stack(std::initializer_list<Tensor<D>> xs, int dim = 0) {
+  return detail::stack_tensors(std::span<const Tensor<D>>(xs.begin(), xs.size()), dim);
+}
+
+// Constant padding, as torch.nn.functional.pad(x, pads, value=value): `pads` holds (before,
+// after) pairs, the first pair for the last dim, the next for the one before it, at most one
+// pair per dim; a negative pad crops. `value` takes x's dtype as `full` converts it. A copy that
+// writes slices of its result: eager under fusion, as cat. (F.pad's other modes, reflect,
+// replicate and circular, are not here.)
+template <std::size_t D, ScalarValue S = int>
+Tensor<D> pad(const Tensor<D>& x, const std::vector<std::int64_t>& pads, S value = 0) {
+  return Tensor<D>(detail::pad(x.handle("pad"), pads, detail::scalar(value)));
 }
 
 // From host data, the rank deduced from the braced shape: kiln::from_data({1.f, 2.f}, {2}) is a

@@ -29,6 +29,11 @@ TensorImpl broadcast_to(const TensorImpl& t, const Dims& shape);
 // The value of scalar `s` in dtype t; ValueError naming `op` when t is i32 and it does not fit.
 double checked_scalar(const char* op, Scalar s, DType t);
 
+// The value scalar v takes when stored in a tensor of dtype t, as `full` stores it: truncated
+// toward zero for i32 (ValueError naming `op` if it is NaN or does not fit), v != 0 for bool,
+// as it is for the floating dtypes (a half type rounds it when stored).
+double scalar_for(const char* op, double v, DType t);
+
 // A new contiguous tensor for `op`: the one way the front end asks a backend for memory.
 // ShapeError naming `op` when the shape's element or byte count overflows (core/checked.hpp);
 // OutOfMemoryError naming `op` when the bytes exceed the device's memory (checked here, so a

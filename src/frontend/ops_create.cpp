@@ -10,9 +10,7 @@
 #include "kiln/error.hpp"
 
 namespace kiln::detail {
-namespace {
 
-// The value a scalar takes in a tensor of dtype t; ValueError if it does not fit.
 double scalar_for(const char* op, double v, DType t) {
   if (t == DType::i32) {
     if (std::isnan(v) || v < std::numeric_limits<std::int32_t>::min() ||
@@ -24,8 +22,6 @@ double scalar_for(const char* op, double v, DType t) {
   if (t == DType::boolean) return v != 0 ? 1.0 : 0.0;
   return v;
 }
-
-}  // namespace
 
 Handle full(const Dims& shape, Scalar value, DType dtype, Device device) {
   checked_numel("full", shape);

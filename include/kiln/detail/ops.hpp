@@ -95,6 +95,18 @@ Handle unsqueeze(const Handle& x, int dim);
 Handle squeeze(const Handle& x, int dim);
 Handle expand(const Handle& x, const Dims& shape);
 Handle contiguous(const Handle& x);
+// Views: pieces of `size` along dim (the last one shorter), or of the given sizes.
+std::vector<Handle> split(const Handle& x, std::int64_t size, int dim);
+std::vector<Handle> split(const Handle& x, std::span<const std::int64_t> sizes, int dim);
+std::vector<Handle> chunk(const Handle& x, std::int64_t chunks, int dim);
+// dim in [0, rank] of the inputs (the new dim's position).
+Handle stack(std::span<const Handle> xs, int dim);
+Handle repeat(const Handle& x, std::span<const std::int64_t> times);
+Handle pad(const Handle& x, std::span<const std::int64_t> pads, Scalar value);
+
+// Masks: tril (lower) or triu of the last two dims; masked_fill with a bool mask.
+Handle triangle(const Handle& x, std::int64_t offset, bool lower);
+Handle masked_fill(const Handle& x, const Handle& mask, Scalar value);
 Handle matmul(const Handle& a, const Handle& b);
 
 // Normalises a possibly negative dim against rank (`op` names the op in the IndexError).

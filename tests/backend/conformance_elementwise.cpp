@@ -195,41 +195,15 @@ TEST_P(BackendElementwise, EveryOp) { check_every_op(cases()); }
 // dense) and then all of them in every layout: contiguous, transposed, permuted, offset,
 // step-2 slices, broadcast rows and columns, and a splat; over a rank-3 shape and empty ones.
 TEST_P(BackendElementwise, EveryInputLayoutInEverySlot) {
-  for (const Case& c : rows(cases(), {"copy_f32", "copy_bool", "sub_f32", "lt_i32", "where_f32",
-                                      "cast_bool_f32", "sub_scalar_i32"})) {
-    SCOPED_TRACE(c.name);
-    for (const Dims& shape : {Dims{5, 6, 9}, Dims{4, 0, 3}, Dims{0}}) {
-      for (const Layout& layout : kc::input_layouts()) {
-        // slot -1: every input in this layout.
-        for (int slot = -1; slot < static_cast<int>(c.inputs.size()); ++slot) {
-          SCOPED_TRACE(kiln::format_dims(shape) + " " + layout.name + " in " +
-                       (slot < 0 ? std::string("every slot") : "slot " + std::to_string(slot)));
-          std::vector<Operand> in;
-          for (int k = 0; k < static_cast<int>(c.inputs.size()); ++k) {
-            in.push_back(input_for(shape, c.inputs[static_cast<std::size_t>(k)],
-                                   slot < 0 || slot == k ? layout : kc::contiguous()));
-          }
-          check(c, in, shape);
-        }
-      }
-    }
-  }
+  check_every_input_layout(rows(cases(), {"copy_f32", "copy_bool", "sub_f32", "lt_i32", "where_f32",
+                                          "cast_bool_f32", "sub_scalar_i32"}));
 }
 
 // Outputs may be strided views (the front end's cat writes slices of one tensor): every element
 // of the view is written, and nothing else in its buffer.
 TEST_P(BackendElementwise, StridedOutputsWriteOnlyTheirView) {
-  for (const Case& c : rows(cases(), {"copy_f32", "sub_f32", "where_i32", "lt_f32", "full_bool"})) {
-    SCOPED_TRACE(c.name);
-    for (const Dims& shape : {Dims{5, 6, 9}, Dims{2, 0, 3}}) {
-      for (const Layout& out_layout : kc::output_layouts()) {
-        SCOPED_TRACE(kiln::format_dims(shape));
-        std::vector<Operand> in;
-        for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, kc::sliced()));
-        check(c, in, shape, out_layout);
-      }
-    }
-  }
+  check_every_output_layout(
+      rows(cases(), {"copy_f32", "sub_f32", "where_i32", "lt_f32", "full_bool"}));
 }
 
 // One call, three outputs of three dtypes (one of them an input read straight through), each in

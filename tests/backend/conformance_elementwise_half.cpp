@@ -184,42 +184,17 @@ TEST_P(BackendElementwiseHalf, EveryOp) { check_every_op(half_cases()); }
 // Half operands (2-byte elements) in every input layout, in each slot and in all, beside
 // operands of other sizes (a bool condition, an f32 or i32 source).
 TEST_P(BackendElementwiseHalf, EveryInputLayoutInEverySlot) {
-  for (const Case& c :
-       rows(half_cases(), {"copy_bf16", "copy_f16", "sub_bf16", "lt_f16", "where_f16",
-                           "cast_bf16_f32", "cast_f32_f16", "cast_i32_bf16", "cast_f16_bf16"})) {
-    SCOPED_TRACE(c.name);
-    for (const Dims& shape : {Dims{5, 6, 9}, Dims{4, 0, 3}, Dims{0}}) {
-      for (const Layout& layout : kc::input_layouts()) {
-        for (int slot = -1; slot < static_cast<int>(c.inputs.size()); ++slot) {
-          SCOPED_TRACE(kiln::format_dims(shape) + " " + layout.name + " in " +
-                       (slot < 0 ? std::string("every slot") : "slot " + std::to_string(slot)));
-          std::vector<Operand> in;
-          for (int k = 0; k < static_cast<int>(c.inputs.size()); ++k) {
-            in.push_back(input_for(shape, c.inputs[static_cast<std::size_t>(k)],
-                                   slot < 0 || slot == k ? layout : kc::contiguous()));
-          }
-          check(c, in, shape);
-        }
-      }
-    }
-  }
+  check_every_input_layout(
+      rows(half_cases(), {"copy_bf16", "copy_f16", "sub_bf16", "lt_f16", "where_f16",
+                          "cast_bf16_f32", "cast_f32_f16", "cast_i32_bf16", "cast_f16_bf16"}));
 }
 
 // Half outputs as strided views: every 2-byte element of the view written, its neighbours in
 // the buffer (the other half of a 4-byte word, on the step-2 slice) left alone.
 TEST_P(BackendElementwiseHalf, StridedOutputsWriteOnlyTheirView) {
-  for (const Case& c : rows(half_cases(), {"copy_bf16", "sub_f16", "where_bf16", "cast_f32_bf16",
-                                           "cast_i32_f16", "full_f16", "exp_bf16"})) {
-    SCOPED_TRACE(c.name);
-    for (const Dims& shape : {Dims{5, 6, 9}, Dims{2, 0, 3}}) {
-      for (const Layout& out_layout : kc::output_layouts()) {
-        SCOPED_TRACE(kiln::format_dims(shape));
-        std::vector<Operand> in;
-        for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, kc::sliced()));
-        check(c, in, shape, out_layout);
-      }
-    }
-  }
+  check_every_output_layout(
+      rows(half_cases(), {"copy_bf16", "sub_f16", "where_bf16", "cast_f32_bf16", "cast_i32_f16",
+                          "full_f16", "exp_bf16"}));
 }
 
 // Calls that read earlier half results before anything is read: y = a * b, z = y + c (both of

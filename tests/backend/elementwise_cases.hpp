@@ -156,6 +156,44 @@ class ElementwiseChainTest : public kc::ChainTest {
       }
     }
   }
+  // Each case with every input layout (kc::input_layouts()) in each input slot in turn, the
+  // others dense, and then in all of them; over a rank-3 shape and empty ones.
+  void check_every_input_layout(const std::vector<Case>& cases) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      for (const Dims& shape : {Dims{5, 6, 9}, Dims{4, 0, 3}, Dims{0}}) {
+        for (const Layout& layout : kc::input_layouts()) {
+          // slot -1: every input in this layout.
+          for (int slot = -1; slot < static_cast<int>(c.inputs.size()); ++slot) {
+            SCOPED_TRACE(kiln::format_dims(shape) + " " + layout.name + " in " +
+                         (slot < 0 ? std::string("every slot") : "slot " + std::to_string(slot)));
+            std::vector<Operand> in;
+            for (int k = 0; k < static_cast<int>(c.inputs.size()); ++k) {
+              in.push_back(input_for(shape, c.inputs[static_cast<std::size_t>(k)],
+                                     slot < 0 || slot == k ? layout : kc::contiguous()));
+            }
+            check(c, in, shape);
+          }
+        }
+      }
+    }
+  }
+
+  // Each case into every output layout (kc::output_layouts(), strided views of a larger buffer),
+  // from sliced inputs.
+  void check_every_output_layout(const std::vector<Case>& cases) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      for (const Dims& shape : {Dims{5, 6, 9}, Dims{2, 0, 3}}) {
+        for (const Layout& out_layout : kc::output_layouts()) {
+          SCOPED_TRACE(kiln::format_dims(shape));
+          std::vector<Operand> in;
+          for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, kc::sliced()));
+          check(c, in, shape, out_layout);
+        }
+      }
+    }
+  }
 };
 
 // The rows of `table` named, all of which must exist (a renamed row must not silently drop out

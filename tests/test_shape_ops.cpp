@@ -233,6 +233,7 @@ TEST_P(ShapeOpsTest, SplitAndChunk) {
       expect_pieces(c.t.split(10), 0, {7});
       expect_pieces(c.t.split(kBig, 1), 1, {4});
       expect_pieces(c.t.split(std::vector<std::int64_t>{2, 0, 5}), 0, {2, 0, 5});
+      expect_pieces(c.t.split({2, 5}), 0, {2, 5});  // a braced list of two or more: sizes
       expect_pieces(c.t.split(std::vector<std::int64_t>{4}, -1), 1, {4});
       expect_pieces(c.t.chunk(3), 0, {3, 3, 1});
       expect_pieces(c.t.chunk(4), 0, {2, 2, 2, 1});

@@ -1,6 +1,6 @@
 // kiln::cpu::reduce against a float64 reference over contiguous, transposed, permuted,
 // sliced (offset + step) and broadcast (stride 0) inputs, every op and dtype, each dim and
-// all; the blocked and column loops on large shapes; NaN, ties, empty slices, wrapping
+// all; the blocked, short-row and column loops on large shapes; NaN, ties, empty slices, wrapping
 // integer sums, independence from the thread count, the accuracy of a 16M-element sum, and
 // the error paths.
 #include <cmath>
@@ -300,6 +300,20 @@ TEST_F(CpuReduce, LargeShapesTakeEveryLoop) {
         if (t == DType::i32 && kind == Values::ties) continue;
         check_all(make_view(shape, strides, 0, n, t, kind, rng_),
                   c.transpose_last_two ? "transposed" : "contiguous");
+      }
+    }
+  }
+}
+
+// Short contiguous rows (a last dim up to 32) are reduced a block of rows at a time: many rows,
+// a count that is no multiple of the block, NaNs and ties.
+TEST_F(CpuReduce, ShortRowsTakeTheBlockedLoop) {
+  for (const std::int64_t w : {1, 2, 3, 8, 31, 32}) {
+    const std::int64_t m = 70001;
+    for (DType t : {DType::f32, DType::i32, DType::boolean}) {
+      for (Values kind : {Values::wide, Values::ties, Values::nans}) {
+        if (kind == Values::nans && t != DType::f32) continue;
+        check_all(make_view({m, w}, {w, 1}, 0, m * w, t, kind, rng_), "short rows");
       }
     }
   }

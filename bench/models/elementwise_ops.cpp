@@ -9,23 +9,17 @@
 // The copy: cudaMemcpyAsync device to device between two buffers of the op's bytes (read plus
 // written), or memcpy on the CPU. bench/peers/torch_elementwise_ops.py prints the same table for
 // PyTorch eager.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <kiln/kiln.hpp>
 #include <string>
 #include <vector>
 
-#if KILN_BENCH_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "bench_timing.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using kiln::DType;
 using kiln::Tensor;
 
@@ -33,46 +27,6 @@ struct Options {
   kiln::Device device = kiln::Device::best();
   int log2n = 26, runs = 10, batch = 20;
 };
-
-// The minimum over `runs` samples of the seconds per call of `call`, queued `batch` times.
-double seconds_per_call(const Options& o, const std::function<void()>& call,
-                        const std::function<void()>& sync) {
-  call();
-  sync();
-  double best = 1e30;
-  for (int r = 0; r < o.runs; ++r) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < o.batch; ++i) call();
-    sync();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / o.batch);
-  }
-  return best;
-}
-
-// Seconds to copy `bytes` / 2 bytes from one buffer to another (so `bytes` move), as the device
-// copies memory.
-double copy_seconds(const Options& o, std::size_t bytes) {
-  const std::size_t half = bytes / 2;
-#if KILN_BENCH_WITH_CUDA
-  if (o.device.kind() == kiln::Device::Kind::cuda) {
-    void *src = nullptr, *dst = nullptr;
-    if (cudaSetDevice(o.device.index()) != cudaSuccess || cudaMalloc(&src, half) != cudaSuccess ||
-        cudaMalloc(&dst, half) != cudaSuccess) {
-      std::fprintf(stderr, "elementwise_ops: cannot allocate the copy's buffers\n");
-      std::exit(1);
-    }
-    const double s = seconds_per_call(
-        o, [&] { cudaMemcpyAsync(dst, src, half, cudaMemcpyDeviceToDevice, nullptr); },
-        [] { cudaDeviceSynchronize(); });
-    cudaFree(src);
-    cudaFree(dst);
-    return s;
-  }
-#endif
-  std::vector<char> src(half, 1), dst(half);
-  return seconds_per_call(
-      o, [&] { std::memcpy(dst.data(), src.data(), half); }, [] {});
-}
 
 struct Op {
   const char* name;
@@ -145,12 +99,15 @@ int main(int argc, char** argv) {
     const auto x = Tensor<1>::random({n}, kiln::Distribution::uniform(0.5, 2), o.device, 1, t);
     const auto y = Tensor<1>::random({n}, kiln::Distribution::uniform(0.5, 2), o.device, 2, t);
     o.device.sync();
-    const double copy_by_inputs[] = {0, copy_seconds(o, 2 * n * kiln::dtype_size(t)),
-                                     copy_seconds(o, 3 * n * kiln::dtype_size(t))};
+    auto copy = [&](int operands) {
+      return kiln_bench::copy_seconds(o.device, o.runs, o.batch,
+                                      operands * n * kiln::dtype_size(t));
+    };
+    const double copy_by_inputs[] = {0, copy(2), copy(3)};
     for (const Op& op : ops()) {
       const double bytes = static_cast<double>((op.inputs + 1) * n * kiln::dtype_size(t));
-      const double s = seconds_per_call(
-          o, [&] { (void)op.run(x, y); }, [&] { o.device.sync(); });
+      const double s = kiln_bench::seconds_per_call(
+          o.runs, o.batch, [&] { (void)op.run(x, y); }, [&] { o.device.sync(); });
       const double copy = copy_by_inputs[op.inputs];
       std::printf("%-8s %-5s %10.1f %10.1f %9.2f\n", op.name, kiln::dtype_name(t), bytes / s / 1e9,
                   bytes / copy / 1e9, copy / s);

@@ -40,16 +40,25 @@ struct Access {
   char* base;  // element 0
   DType dtype;
   const Dims* strides;
-  bool dense;  // one dim of stride 1 (or rank 0): the block is a plain slice of memory
+  bool dense;  // row-major contiguous over the call's shape: a block is a plain slice of memory
   bool splat;  // every stride 0: one value for the whole call
 };
 
 Access access(const TensorImpl& t, const JointLayout& layout, std::size_t which) {
   const Dims& s = layout.strides[which];
   bool all_zero = std::all_of(s.begin(), s.end(), [](auto v) { return v == 0; });
-  bool dense = layout.shape.empty() || (layout.shape.size() == 1 && s[0] == 1);
+  // (Any rank: the output of x[:, None] - c[None] keeps rank 3, as its inputs do not coalesce.)
+  bool dense = true;
+  std::int64_t expected = 1;
+  for (std::size_t d = layout.shape.size(); d-- > 0;) {
+    if (layout.shape[d] != 1 && s[d] != expected) dense = false;
+    expected *= layout.shape[d];
+  }
   return {static_cast<char*>(t.data()), t.dtype, &s, dense, all_zero};
 }
+
+// Whether a tensor of dtype t is stored as the 32-bit lanes it is computed in.
+bool lane_sized(DType t) { return dtype_size(t) == sizeof(Lane); }
 
 // One element of half type t as f32, and an f32 rounded to it: for strided runs, element by
 // element (dense runs convert with the kernel table's SIMD loops).
@@ -66,12 +75,27 @@ std::uint16_t half_bits(DType t, float f) {
 // converts to f32).
 void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst,
             const cpu::KernelTable& k) {
+  if (lane_sized(a.dtype)) {
+    // The common case on its own, with no per-run branches on the dtype: a broadcast operand's
+    // runs can be a few elements long (x[:, None] - c[None] of [m, 8, 2] walks runs of 2).
+    for_each_run(shape, *a.strides, start, start + len,
+                 [&](std::int64_t off, std::int64_t n, std::int64_t st, std::int64_t) {
+                   const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
+                   if (st == 1 && n > 16) {
+                     std::memcpy(dst, src, n * sizeof(Lane));
+                   } else {
+                     for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st];
+                   }
+                   dst += n;
+                 });
+    return;
+  }
   for_each_run(shape, *a.strides, start, start + len,
                [&](std::int64_t off, std::int64_t n, std::int64_t st, std::int64_t) {
                  if (a.dtype == DType::boolean) {
                    const auto* src = reinterpret_cast<const std::uint8_t*>(a.base) + off;
                    for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st] != 0;
-                 } else if (is_half(a.dtype)) {
+                 } else {  // a half type
                    const auto* src = reinterpret_cast<const std::uint16_t*>(a.base) + off;
                    auto* f = reinterpret_cast<float*>(dst);
                    if (st == 1) {
@@ -79,12 +103,6 @@ void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t
                    } else {
                      for (std::int64_t i = 0; i < n; ++i) f[i] = half_value(a.dtype, src[i * st]);
                    }
-                 } else {
-                   const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
-                   if (st == 1)
-                     std::memcpy(dst, src, n * sizeof(Lane));
-                   else
-                     for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st];
                  }
                  dst += n;
                });
@@ -118,9 +136,6 @@ void scatter(const Access& a, const Dims& shape, std::int64_t start, std::int64_
                  if (!splat) src += n;
                });
 }
-
-// Whether a tensor of dtype t is stored as the 32-bit lanes it is computed in.
-bool lane_sized(DType t) { return dtype_size(t) == sizeof(Lane); }
 
 Lane scalar_lane(double v, DType t) {
   Lane out;

@@ -138,6 +138,63 @@ TEST_P(CpuEvaluator, StridedInputAndOutput) {
   }
 }
 
+// Short innermost dims that do not coalesce (x[:, None] - c[None] of [a, b, c]): broadcast,
+// dense-tile and transposed operands read a tile of the two innermost dims at a time, tiles
+// cut by the evaluator's blocks at both ends, ranks 2 to 4, and a rank-3 output that is dense.
+TEST_P(CpuEvaluator, ShortInnermostDimsOfBroadcastOperands) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  std::uniform_int_distribution<std::int64_t> small(1, 15), mid(1, 9);
+  for (int round = 0; round < 12; ++round) {
+    const std::int64_t c = small(rng_), b = mid(rng_);
+    const std::int64_t a = 2 * kiln::ir::kBlock / (b * c) + 3 + round;
+    const bool rank4 = round % 3 == 2, rank2 = round % 3 == 1;
+    // x: [a, 1, c] broadcast over b; y: [1, b, c] broadcast over a, transposed every other round.
+    Handle x = filled({a, c}, rng_), y = filled({c, b}, rng_);
+    TensorImpl xv = *x, yv = *y;
+    kiln::Dims shape = {a, b, c};
+    xv.shape = shape;
+    xv.strides = {c, 0, 1};
+    yv.shape = shape;
+    yv.strides = round % 2 ? kiln::Dims{0, 1, b} : kiln::Dims{0, c, 1};
+    if (rank2) {  // [b, c] only: one tile, no outer dims
+      shape = {b, c};
+      xv.shape = yv.shape = shape;
+      xv.strides = {0, 1};
+      yv.strides = round % 2 ? kiln::Dims{1, b} : kiln::Dims{c, 1};
+    }
+    if (rank4) {  // [2, a, b, c]: the outer odometer has two dims
+      shape.insert(shape.begin(), 2);
+      xv.shape = yv.shape = shape;
+      xv.strides.insert(xv.strides.begin(), 0);
+      yv.strides.insert(yv.strides.begin(), 0);
+    }
+    Handle out = kiln::cpu::host_empty(shape, DType::f32);
+    poison(*out);
+    Program p;
+    const auto in_x = p.input(DType::f32);
+    const auto in_y = p.input(DType::f32);
+    p.output(p.binary(Op::sub, in_x, in_y));
+    const TensorImpl* ins[] = {&xv, &yv};
+    const TensorImpl* outs[] = {out.get()};
+    kiln::ir::evaluate_cpu(p, ins, {}, outs, *GetParam());
+    auto* px = static_cast<const float*>(x->data());
+    auto* py = static_cast<const float*>(y->data());
+    auto* po = static_cast<const float*>(out->data());
+    const std::int64_t n = out->numel();
+    std::vector<std::int64_t> idx(shape.size());
+    for (std::int64_t e = 0; e < n; ++e) {
+      std::int64_t rest = e, ox = 0, oy = 0;
+      for (std::size_t d = shape.size(); d-- > 0;) {
+        const std::int64_t i = rest % shape[d];
+        rest /= shape[d];
+        ox += i * xv.strides[d];
+        oy += i * yv.strides[d];
+      }
+      ASSERT_EQ(po[e], px[ox] - py[oy]) << "element " << e << " of " << kiln::format_dims(shape);
+    }
+  }
+}
+
 TEST_P(CpuEvaluator, MismatchedCallThrows) {
   Program p;
   p.output(p.input(DType::f32));

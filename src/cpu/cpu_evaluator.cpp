@@ -71,25 +71,61 @@ std::uint16_t half_bits(DType t, float f) {
                           : kiln::detail::float_to_f16_bits(f);
 }
 
+// Lane-sized elements [start, end) of a tensor into 32-bit lanes, run by run.
+void gather_runs(const Access& a, const Dims& shape, std::int64_t start, std::int64_t end,
+                 Lane*& dst) {
+  for_each_run(shape, *a.strides, start, end,
+               [&](std::int64_t off, std::int64_t n, std::int64_t st, std::int64_t) {
+                 const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
+                 if (st == 1 && n > 16) {
+                   std::memcpy(dst, src, n * sizeof(Lane));
+                 } else {
+                   for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st];
+                 }
+                 dst += n;
+               });
+}
+
+// The innermost extent below which gather walks whole tiles of the two innermost dims.
+constexpr std::int64_t kShortRun = 16;
+
+// Lane-sized elements [start, start + len) into 32-bit lanes. A short innermost dim (a
+// broadcast operand of x[:, None] - c[None] of [m, 8, 2] has runs of 2) is read a tile of the
+// two innermost dims at a time, in one double loop, instead of a call per run.
+void gather_lanes(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len,
+                  Lane* dst) {
+  const std::size_t r = shape.size();
+  const std::int64_t end = start + len;
+  if (r < 2 || shape[r - 1] >= kShortRun) return gather_runs(a, shape, start, end, dst);
+  const std::int64_t inner = shape[r - 1], mid = shape[r - 2], tile = inner * mid;
+  const std::int64_t s1 = (*a.strides)[r - 1], s2 = (*a.strides)[r - 2];
+  std::int64_t first = (start + tile - 1) / tile, last = end / tile;  // whole tiles
+  if (first >= last) return gather_runs(a, shape, start, end, dst);
+  gather_runs(a, shape, start, first * tile, dst);
+  const std::span<const std::int64_t> outer_shape(shape.data(), r - 2),
+      outer_strides(a.strides->data(), r - 2);
+  detail::Odometer outer(outer_shape, outer_strides, first);
+  const auto* base = reinterpret_cast<const Lane*>(a.base);
+  const bool dense_tile = s1 == 1 && s2 == inner;
+  for (std::int64_t t = first; t < last; ++t, outer.next()) {
+    const Lane* src = base + outer.offset();
+    if (dense_tile) {
+      std::memcpy(dst, src, static_cast<std::size_t>(tile) * sizeof(Lane));
+      dst += tile;
+      continue;
+    }
+    for (std::int64_t m = 0; m < mid; ++m, dst += inner) {
+      for (std::int64_t i = 0; i < inner; ++i) dst[i] = src[m * s2 + i * s1];
+    }
+  }
+  gather_runs(a, shape, last * tile, end, dst);
+}
+
 // Reads [start, start + len) of a tensor into 32-bit lanes (bool widens to 0/1, a half type
 // converts to f32).
 void gather(const Access& a, const Dims& shape, std::int64_t start, std::int64_t len, Lane* dst,
             const cpu::KernelTable& k) {
-  if (lane_sized(a.dtype)) {
-    // The common case on its own, with no per-run branches on the dtype: a broadcast operand's
-    // runs can be a few elements long (x[:, None] - c[None] of [m, 8, 2] walks runs of 2).
-    for_each_run(shape, *a.strides, start, start + len,
-                 [&](std::int64_t off, std::int64_t n, std::int64_t st, std::int64_t) {
-                   const auto* src = reinterpret_cast<const Lane*>(a.base) + off;
-                   if (st == 1 && n > 16) {
-                     std::memcpy(dst, src, n * sizeof(Lane));
-                   } else {
-                     for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * st];
-                   }
-                   dst += n;
-                 });
-    return;
-  }
+  if (lane_sized(a.dtype)) return gather_lanes(a, shape, start, len, dst);
   for_each_run(shape, *a.strides, start, start + len,
                [&](std::int64_t off, std::int64_t n, std::int64_t st, std::int64_t) {
                  if (a.dtype == DType::boolean) {

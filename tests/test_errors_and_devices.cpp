@@ -136,6 +136,19 @@ TEST_P(ErrorsTest, DeviceRegistry) {
   }
   EXPECT_TRUE(cpu) << "the CPU is always present";
   EXPECT_TRUE(cuda_line) << "devices() lists CUDA, present or not";
+  // One device's line alone, as devices() lists it; an absent device is an error.
+  for (const auto& info : kiln::devices()) {
+    if (!info.present) {
+      EXPECT_THROW(kiln::device_info(Device::cuda(0)), kiln::DeviceError);
+      continue;
+    }
+    const Device d =
+        info.name == "cpu" ? Device::cpu() : Device::cuda(std::stoi(info.name.substr(5)));
+    const kiln::DeviceInfo one = kiln::device_info(d);
+    EXPECT_EQ(one.name, info.name);
+    EXPECT_EQ(one.backend_name, info.backend_name);
+    EXPECT_EQ(one.facts.size(), info.facts.size());
+  }
   EXPECT_EQ(Device::cpu().str(), "cpu");
   EXPECT_EQ(Device::cpu().kind(), Device::Kind::cpu);
   EXPECT_NO_THROW(dev().sync());

@@ -51,5 +51,8 @@ struct DeviceInfo {
 
 // What is present, and for what is absent, why.
 std::vector<DeviceInfo> devices();
+// The line of devices() for one present device, opening that device only (devices() opens every
+// device it lists). Throws DeviceError for an absent one.
+DeviceInfo device_info(Device device);
 
 }  // namespace kiln

@@ -245,14 +245,15 @@ std::vector<DeviceInfo::Fact> facts(Device device) {
 
 }  // namespace
 
+DeviceInfo device_info(Device device) {
+  return {device.str(), true, device.backend_name(), "", facts(device)};
+}
+
 std::vector<DeviceInfo> devices() {
   std::vector<DeviceInfo> out;
-  out.push_back({"cpu", true, Device::cpu().backend_name(), "", facts(Device::cpu())});
+  out.push_back(device_info(Device::cpu()));
   const int n = detail::cuda_device_count();
-  for (int i = 0; i < n; ++i) {
-    Device d = Device::cuda(i);
-    out.push_back({d.str(), true, d.backend_name(), "", facts(d)});
-  }
+  for (int i = 0; i < n; ++i) out.push_back(device_info(Device::cuda(i)));
   if (n == 0) out.push_back({"cuda", false, "", detail::cuda_absent_reason(0), {}});
   return out;
 }

@@ -326,15 +326,13 @@ void write_report(int fd, const std::vector<DeviceResult>& results) {
   std::fclose(f);
 }
 
-// Whether the device's chain multiplies `dtype` (the "matmul dtypes" kiln info lists).
-bool runs_matmul(const std::string& device, DType dtype) {
-  for (const DeviceInfo& info : devices()) {
-    if (info.name != device) continue;
-    for (const auto& f : info.facts) {
-      if (f.name != "matmul dtypes") continue;
-      const std::string list = " " + f.value + " ";
-      if (list.find(std::string(" ") + dtype_name(dtype) + " ") != std::string::npos) return true;
-    }
+// Whether the device's chain multiplies `dtype` (the "matmul dtypes" kiln info lists). Asks
+// that device alone: `kiln bench --device cpu` never opens a GPU.
+bool runs_matmul(const Device& device, DType dtype) {
+  for (const auto& f : device_info(device).facts) {
+    if (f.name != "matmul dtypes") continue;
+    const std::string list = " " + f.value + " ";
+    if (list.find(std::string(" ") + dtype_name(dtype) + " ") != std::string::npos) return true;
   }
   return false;
 }
@@ -412,7 +410,7 @@ void run_bench(const BenchOptions& options) {
     // where tensor cores make it the workload of training; on the CPU a 4096^3 product takes
     // a second or more, too long for the hundred runs a bench makes).
     report(run_chain8(device, options.runs, DType::bf16));
-    if (runs_matmul(r.device, DType::bf16)) {
+    if (runs_matmul(device, DType::bf16)) {
       report(
           run_matmul(device, options.runs, Precision::highest, "matmul", kMatmulSide, DType::bf16));
       if (cuda)

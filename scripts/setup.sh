@@ -15,7 +15,8 @@ preset=${1:-release}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libopenblas-dev libsqlite3-dev
-          libfmt-dev libcli11-dev libgtest-dev googletest libbenchmark-dev python3-numpy)
+          libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev googletest libbenchmark-dev
+          python3-numpy)
 # The clang preset builds with clang++-14, the clang Debian 12 ships.
 if [[ $preset == clang ]]; then
   packages+=(clang-14)

@@ -7,5 +7,6 @@
 #include "kiln/dtype.hpp"
 #include "kiln/error.hpp"
 #include "kiln/format.hpp"
+#include "kiln/npy.hpp"
 #include "kiln/shape.hpp"
 #include "kiln/tensor.hpp"

@@ -112,6 +112,9 @@ TEST_P(CheckpointTest, Errors) {
   EXPECT_THROW(c.add("__metadata__", Tensor<1>::ones({3}, DType::f32, dev())), kiln::ValueError);
   EXPECT_THROW(kiln::load("/nonexistent/kiln.safetensors"), kiln::ValueError);
   EXPECT_THROW(kiln::save("/nonexistent/dir/kiln.safetensors", c), kiln::ValueError);
+  Checkpoint bad;
+  bad.add("not utf-8 \xff", Tensor<1>::ones({1}, DType::f32, dev()));
+  EXPECT_THROW(kiln::to_safetensors(bad), kiln::ValueError);
 }
 
 KILN_INSTANTIATE_DEVICES(CheckpointTest);

@@ -51,42 +51,18 @@ constexpr std::uint64_t kMaxHeader = 100'000'000;
 // Objects and arrays nest at most this deep in a valid header ({ name: { shape: [ ] } }).
 constexpr int kMaxDepth = 3;
 
-// A JSON string as serde_json writes it: quotes, backslash and control characters escaped
-// (\b \f \n \r \t, others \u00xx), everything else (UTF-8 included) as is.
+// A JSON string as serde_json writes it, which is what nlohmann's dump writes too: quotes,
+// backslash and control characters escaped (\b \f \n \r \t, others \u00xx), UTF-8 as is. A
+// string that is not UTF-8 cannot be written (Python's file could not hold it either).
 void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (const unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
+  try {
+    out += nlohmann::json(s).dump();
+  } catch (const nlohmann::json::exception&) {
+    throw ValueError(
+        fmt::format("save: \"{}\" is not UTF-8, which safetensors names and metadata "
+                    "must be",
+                    s));
   }
-  out += '"';
 }
 
 [[noreturn]] void malformed(const std::string& what, const std::string& why) {

@@ -1,7 +1,7 @@
 // The CUDA backend's indexing family (Backend::index): kernels/index.cuh, launched on the
 // device's stream with no host sync. Bad indices are reported through an error word per device:
-// host memory mapped into the device (cudaHostAllocMapped), written by the first kernel thread
-// that meets one; raise_index_error (at sync and download) reads it and throws IndexError.
+// host memory mapped into the device (cudaHostAllocMapped), written by a kernel thread that
+// meets one; raise_index_error (at sync and download) reads it and throws IndexError.
 //
 // scatter_add and index_add: x is copied into the accumulator (out itself for f32 and i32, an f32
 // scratch for half types, rounded into out at the end), then either every src element is added
@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -35,18 +36,28 @@ struct ErrorWord {
   long long value, bound;
 };
 
-ErrorWord* error_word(Context& ctx) {
+// A device's word: its host address (read at sync) and the device's address of it (the kernels').
+struct MappedWord {
+  volatile ErrorWord* host = nullptr;
+  ErrorWord* device = nullptr;
+};
+
+// Made at the first indexing call (create); until then a sync finds nothing to read.
+MappedWord error_word(Context& ctx, bool create) {
   static std::mutex mu;
-  static std::vector<ErrorWord*> words;  // by device index; never freed
+  static std::vector<MappedWord> words;  // by device index; never freed
   std::lock_guard lock(mu);
-  if (words.size() <= static_cast<std::size_t>(ctx.index)) words.resize(ctx.index + 1, nullptr);
-  ErrorWord*& w = words[ctx.index];
-  if (!w) {
+  if (words.size() <= static_cast<std::size_t>(ctx.index)) words.resize(ctx.index + 1);
+  MappedWord& w = words[ctx.index];
+  if (!w.host && create) {
     ctx.make_current();
     void* p = nullptr;
     KILN_CUDA_CHECK(cudaHostAlloc(&p, sizeof(ErrorWord), cudaHostAllocMapped));
-    w = static_cast<ErrorWord*>(p);
-    *w = ErrorWord{0, 0, 0, 0};
+    std::memset(p, 0, sizeof(ErrorWord));
+    void* d = nullptr;
+    KILN_CUDA_CHECK(cudaHostGetDevicePointer(&d, p, 0));
+    w.host = static_cast<ErrorWord*>(p);
+    w.device = static_cast<ErrorWord*>(d);
   }
   return w;
 }
@@ -68,11 +79,12 @@ const void* address(const TensorImpl& t) { return t.numel() ? t.data() : nullptr
 }  // namespace
 
 void raise_index_error(Context& ctx) {
-  ErrorWord* w = error_word(ctx);
-  if (!w->flag) return;
-  const ErrorWord seen = *w;
-  *w = ErrorWord{0, 0, 0, 0};
-  detail::throw_index_out_of_range(static_cast<IndexOp>(seen.op), seen.value, seen.bound);
+  volatile ErrorWord* w = error_word(ctx, false).host;
+  if (!w || !w->flag) return;
+  const int op = w->op;
+  const long long value = w->value, bound = w->bound;
+  w->flag = 0;
+  detail::throw_index_out_of_range(static_cast<IndexOp>(op), value, bound);
 }
 
 void index(Context& ctx, IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
@@ -84,7 +96,7 @@ void index(Context& ctx, IndexOp op, const TensorImpl& x, int dim, const TensorI
   for (int d = dim + 1; d < x.rank(); ++d) I *= x.shape[d];
   const long long N = x.shape[dim], K = per_row ? index.shape[0] : index.shape[dim];
   if (out.numel() == 0) return;
-  ErrorWord* err = error_word(ctx);
+  ErrorWord* err = error_word(ctx, true).device;
   const int op_code = static_cast<int>(op);
   ctx.make_current();
   KernelArgs args;

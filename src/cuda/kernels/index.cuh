@@ -13,18 +13,24 @@
 namespace ki {
 
 struct ErrorWord {
-  int flag;  // 0: none; 1: op, value and bound hold the first bad index
+  int flag;  // 0: none; 1: op, value and bound hold a bad index (of the first kernel that met one)
   int op;    // detail::IndexOp
   long long value, bound;
 };
 
 __device__ __forceinline__ bool valid(int v, long long n, int op, ErrorWord* err) {
   if (v >= 0 && v < n) return true;
-  if (atomicCAS(&err->flag, 0, 1) == 0) {
-    err->op = op;
-    err->value = v;
-    err->bound = n;
+  // Plain stores, not atomics (atomics on host memory need the bus to support them): threads of
+  // one kernel that race here carry the same op and bound, and each 8-byte store is whole, so the
+  // word always holds one real bad index. The flag goes last, after a fence, and an earlier
+  // kernel's record is kept.
+  volatile ErrorWord* w = err;
+  if (w->flag == 0) {
+    w->op = op;
+    w->value = v;
+    w->bound = n;
     __threadfence_system();
+    w->flag = 1;
   }
   return false;
 }

@@ -8,6 +8,7 @@
 // i32 sums wrap as two's complement. Every index is checked before anything is written, so a bad
 // one raises at once and leaves out unwritten.
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_ops.hpp"
@@ -66,7 +67,6 @@ float to_acc(float v) { return v; }
 float to_acc(bfloat16 v) { return static_cast<float>(v); }
 float to_acc(float16 v) { return static_cast<float>(v); }
 std::uint32_t to_acc(std::int32_t v) { return static_cast<std::uint32_t>(v); }
-void from_acc(float a, float& o) { o = a; }
 void from_acc(float a, bfloat16& o) { o = bfloat16(a); }
 void from_acc(float a, float16& o) { o = float16(a); }
 void from_acc(std::uint32_t a, std::int32_t& o) { o = static_cast<std::int32_t>(a); }
@@ -76,8 +76,18 @@ void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x
               T* out) {
   using Acc = decltype(to_acc(T()));
   const std::int64_t total = g.outer * g.n * g.inner;
-  std::vector<Acc> acc(static_cast<std::size_t>(total));
-  for (std::int64_t j = 0; j < total; ++j) acc[j] = to_acc(x[j]);
+  // f32 sums in out itself; the others in a copy of their accumulator type, rounded at the end.
+  constexpr bool in_place = std::is_same_v<T, Acc>;
+  std::vector<Acc> scratch(in_place ? 0 : static_cast<std::size_t>(total));
+  Acc* acc = nullptr;
+  if constexpr (in_place) {
+    acc = out;
+  } else {
+    acc = scratch.data();
+  }
+  parallel_for(total, 16384, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t j = begin; j < end; ++j) acc[j] = to_acc(x[j]);
+  });
   // Tasks own (o, block of inner): disjoint destinations, each summed in k order.
   constexpr std::int64_t kBlock = 64;
   const std::int64_t blocks = (g.inner + kBlock - 1) / kBlock;
@@ -94,9 +104,11 @@ void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x
       }
     }
   });
-  parallel_for(total, 16384, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t j = begin; j < end; ++j) from_acc(acc[j], out[j]);
-  });
+  if constexpr (!in_place) {
+    parallel_for(total, 16384, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t j = begin; j < end; ++j) from_acc(acc[j], out[j]);
+    });
+  }
 }
 
 // The address of t's element 0, or nullptr for an empty tensor (which may have no buffer).

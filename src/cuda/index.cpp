@@ -156,9 +156,14 @@ void index(Context& ctx, IndexOp op, const TensorImpl& x, int dim, const TensorI
       args.pointer(address(*src));
       args.pointer(acc);
       for (long long g : {O, N, K, I}) args.value(g);
-      args.value(static_cast<int>(per_row));
-      launch(ctx, kernel(ctx, index_accumulate_name("owner", x.dtype)), blocks_for(ctx, n),
-             kThreads, args.pointers());
+      if (per_row) {  // index_add: a warp per destination row
+        launch(ctx, kernel(ctx, index_accumulate_name("owner_rows", x.dtype)),
+               blocks_for(ctx, O * N * 32), kThreads, args.pointers());
+      } else {  // scatter_add: a thread per destination element
+        args.value(0);
+        launch(ctx, kernel(ctx, index_accumulate_name("owner", x.dtype)), blocks_for(ctx, n),
+               kThreads, args.pointers());
+      }
     } else {
       args.pointer(index.data());
       args.pointer(address(*src));

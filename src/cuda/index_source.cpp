@@ -23,7 +23,7 @@ const char* bits_type(std::size_t size) {
 }
 
 constexpr DType kAccumulated[] = {DType::f32, DType::i32, DType::bf16, DType::f16};
-constexpr const char* kStages[] = {"init", "finish", "atomic", "owner"};
+constexpr const char* kStages[] = {"init", "finish", "atomic", "owner", "owner_rows"};
 constexpr const char* kGeometry = "long long O, long long N, long long K, long long I";
 
 std::string entry_points() {
@@ -62,6 +62,10 @@ std::string entry_points() {
         "extern \"C\" __global__ void {}(const int* idx, const {}* src, {}* acc, {}, int per_row) "
         "{{\n  ki::owner_sum(idx, src, acc, O, N, K, I, per_row);\n}}\n",
         index_accumulate_name("owner", t), T, A, kGeometry);
+    s += fmt::format(
+        "extern \"C\" __global__ void {}(const int* idx, const {}* src, {}* acc, {}) {{\n"
+        "  ki::owner_rows(idx, src, acc, O, N, K, I);\n}}\n",
+        index_accumulate_name("owner_rows", t), T, A, kGeometry);
   }
   s += fmt::format(
       "extern \"C\" __global__ void {}(const int* idx, long long count, long long N, int op, "

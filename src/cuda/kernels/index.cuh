@@ -136,4 +136,31 @@ __device__ void owner_sum(const int* __restrict__ idx, const T* __restrict__ src
   }
 }
 
+// The deterministic path of index_add (one index per row): one warp owns each destination row
+// (o, n). It reads the K indices 32 at a time (one coalesced load, a ballot of the matches) and
+// adds each matching src row in increasing k, every lane on its own features: the same order as
+// owner_sum and the CPU, with K index reads per destination row instead of per element (an
+// embedding backward of 50304 rows and 16384 ids: 0.8 G index reads, from L2).
+template <class T, class A>
+__device__ void owner_rows(const int* __restrict__ idx, const T* __restrict__ src, A* acc,
+                           long long O, long long N, long long K, long long I) {
+  const int lane = threadIdx.x & 31;
+  const long long warps = thread_stride() >> 5;
+  for (long long r = first_thread() >> 5; r < O * N; r += warps) {
+    const long long o = r / N, n = r % N;
+    A* row = acc + r * I;
+    for (long long k0 = 0; k0 < K; k0 += 32) {
+      const long long k = k0 + lane;
+      const bool hit = k < K && idx[k] == n;
+      unsigned mask = __ballot_sync(0xffffffffu, hit);
+      while (mask) {
+        const int j = __ffs(mask) - 1;
+        mask &= mask - 1;
+        const T* from = src + (o * K + k0 + j) * I;
+        for (long long i = lane; i < I; i += 32) row[i] = add(row[i], load(from[i]));
+      }
+    }
+  }
+}
+
 }  // namespace ki

@@ -300,7 +300,23 @@ TEST_P(IndexTest, DeterministicModeIsBitIdentical) {
   const auto ids = Tensor<1>::from_data(indices(2000, 64), {2000}, dev());
   const auto first = w.index_add(0, ids, grad).to_vector<float>();
   for (int run = 0; run < 3; ++run) EXPECT_EQ(w.index_add(0, ids, grad).to_vector<float>(), first);
+  // scatter_add's per-element owners, in bf16 (f32 sums rounded once).
+  const auto wb = w.to(DType::bf16), gb = grad.slice(0, 0, 200).to(DType::bf16);
+  const auto sidx = Tensor<2>::from_data(indices(200 * 96, 64), {200, 96}, dev());
+  const auto sfirst = wb.scatter_add(0, sidx, gb).to_vector<float>();
+  for (int run = 0; run < 3; ++run)
+    EXPECT_EQ(wb.scatter_add(0, sidx, gb).to_vector<float>(), sfirst);
   kiln::set_deterministic(saved);
+}
+
+// An index op reads the pending result of an element-wise chain (fusion runs the group first)
+// and its own result feeds the next chain.
+TEST_P(IndexTest, ReadsAndFeedsElementwiseWork) {
+  const auto x = Tensor<2>::from_data({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {3, 2}, dev());
+  const auto y = x * 2.f + 1.f;  // recorded, not run, where fusion is live
+  const auto idx = Tensor<1>::from_data({2, 0}, {2}, dev());
+  const auto z = y.index_select(0, idx) - 1.f;
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{10, 12, 2, 4}));
 }
 
 KILN_INSTANTIATE_DEVICES(IndexTest);

@@ -58,6 +58,15 @@ Precision float32_matmul_precision();
 // "highest", "high", "medium": as PyTorch names them, and as tuned-choice keys record them.
 const char* precision_name(Precision p);
 
+// Deterministic accumulation for the ops that sum into shared destinations (scatter_add,
+// index_add, the embedding's backward), as torch.use_deterministic_algorithms: off (the default),
+// CUDA adds with atomics, fast but in an order that varies from run to run (floating sums may
+// differ in the last bits); on, every destination sums its contributions in index order, bit-
+// identical across runs, at a cost (docs/ops.md). The CPU is deterministic either way. The
+// default comes from KILN_DETERMINISTIC=1 in the environment; `kiln info` shows the mode.
+void set_deterministic(bool on);
+bool deterministic();
+
 // Kernels this process compiled at run time (NVRTC) and the seconds that took: what the first
 // call of a workload pays, and what the persistent store removes.
 struct CompileStats {

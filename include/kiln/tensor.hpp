@@ -318,6 +318,26 @@ class Tensor {
         detail::masked_fill(h("masked_fill"), mask.handle("masked_fill"), detail::scalar(value)));
   }
 
+  // Indexing, as PyTorch's (docs/ops.md): indices are i32 in [0, size of dim) (negative ones are
+  // out of range, as in torch.gather and torch.index_select); a bad one raises IndexError naming
+  // the op, the index and the bound (on CUDA at the next sync or read). Each reads and writes
+  // memory: it closes the open fusion group. scatter_add and index_add return a new tensor.
+  Tensor gather(int dim, const Tensor<D>& index) const requires(D > 0) {
+    return Tensor(detail::gather(h("gather"), norm("gather", dim), index.handle("gather")));
+  }
+  Tensor index_select(int dim, const Tensor<1>& index) const requires(D > 0) {
+    return Tensor(detail::index_select(h("index_select"), norm("index_select", dim),
+                                       index.handle("index_select")));
+  }
+  Tensor scatter_add(int dim, const Tensor<D>& index, const Tensor<D>& src) const requires(D > 0) {
+    return Tensor(detail::scatter_add(h("scatter_add"), norm("scatter_add", dim),
+                                      index.handle("scatter_add"), src.handle("scatter_add")));
+  }
+  Tensor index_add(int dim, const Tensor<1>& index, const Tensor<D>& src) const requires(D > 0) {
+    return Tensor(detail::index_add(h("index_add"), norm("index_add", dim),
+                                    index.handle("index_add"), src.handle("index_add")));
+  }
+
  private:
   static std::vector<Tensor> pieces(const std::vector<detail::Handle>& hs) {
     return std::vector<Tensor>(hs.begin(), hs.end());
@@ -491,6 +511,20 @@ Tensor<D + 1> stack(std::initializer_list<Tensor<D>> xs, int dim = 0) {
 template <std::size_t D, ScalarValue S = int>
 Tensor<D> pad(const Tensor<D>& x, const std::vector<std::int64_t>& pads, S value = 0) {
   return Tensor<D>(detail::pad(x.handle("pad"), pads, detail::scalar(value)));
+}
+
+// As torch.nn.functional.one_hot: index (i32, any shape) -> index.shape + [n], 1 at each index's
+// position and 0 elsewhere, in `dtype` (i32 by default). An index outside [0, n) raises
+// IndexError. A scatter_add of ones into zeros (exact in every dtype).
+template <std::size_t D>
+Tensor<D + 1> one_hot(const Tensor<D>& index, std::int64_t n, DType dtype = DType::i32) {
+  return Tensor<D + 1>(detail::one_hot(index.handle("one_hot"), n, dtype));
+}
+// As torch.nn.functional.embedding: the rows of weight [V, C] at ids (i32, any shape) ->
+// ids.shape + [C]. index_select of the flattened ids (one warp per row on CUDA).
+template <std::size_t D>
+Tensor<D + 1> embedding(const Tensor<2>& weight, const Tensor<D>& ids) {
+  return Tensor<D + 1>(detail::embedding(weight.handle("embedding"), ids.handle("embedding")));
 }
 
 // From host data, the rank deduced from the braced shape: kiln::from_data({1.f, 2.f}, {2}) is a

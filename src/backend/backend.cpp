@@ -34,6 +34,8 @@ const char* backend_op_name(BackendOp op) {
       return "matmul";
     case BackendOp::random:
       return "random";
+    case BackendOp::index:
+      return "index";
   }
   return "?";
 }
@@ -42,6 +44,7 @@ bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
   switch (op) {
     case BackendOp::elementwise:
     case BackendOp::reduce:
+    case BackendOp::index:  // every dtype (scatter_add and index_add refuse bool: no addition)
       return true;
     case BackendOp::matmul:
       for (DType t : dtypes)

@@ -61,12 +61,32 @@ struct RandomSpec {
   double b = 1.0;  // uniform: hi; normal: std
 };
 
+// The indexing family, one backend call (Backend::index). With x seen as [O, N, I] around `dim`
+// (O the product of the extents before it, I of those after it):
+//   gather:       index [O, K, I]             -> out [O, K, I], out[o,k,i] = x[o, index[o,k,i], i]
+//   index_select: index [K]                   -> out [O, K, I], out[o,k,i] = x[o, index[k], i]
+//   scatter_add:  index, src [O, K, I]        -> out [O, N, I], x plus src[o,k,i] at [o,
+//   index[o,k,i], i] index_add:    index [K], src [O, K, I]    -> out [O, N, I], x plus src[o,k,i]
+//   at [o, index[k], i]
+enum class IndexOp : std::uint8_t { gather, scatter_add, index_select, index_add };
+const char* index_op_name(IndexOp op);
+inline bool index_op_accumulates(IndexOp op) {
+  return op == IndexOp::scatter_add || op == IndexOp::index_add;
+}
+// Throws (IndexError, ShapeError, DTypeError) unless index(op, x, dim, index, src, out) meets
+// Backend::index's contract (src/backend/index_contract.cpp states it in full). It checks shapes
+// and dtypes only: the index values are the backend's to check, as it reads them.
+void check_index_call(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
+                      const TensorImpl* src, const TensorImpl& out);
+// The IndexError an index value outside [0, bound) raises: names the op, the value and the bound.
+[[noreturn]] void throw_index_out_of_range(IndexOp op, std::int64_t value, std::int64_t bound);
+
 // The interface's version. An implementation states the one it was written for
 // (static_assert(kBackendInterfaceVersion == 2)), so a change of contract fails its build.
 inline constexpr int kBackendInterfaceVersion = 2;
 
 // The kinds of call `supports` is asked about.
-enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random };
+enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index };
 const char* backend_op_name(BackendOp op);
 
 // What the CPU and CUDA backends run today (each answers supports() with it until their dtypes
@@ -116,6 +136,14 @@ class Backend {
   virtual void matmul(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out) = 0;
   // Fills the contiguous tensor out from the Philox 4x32-10 stream of `seed` (src/core/philox.hpp).
   virtual void random(const RandomSpec& spec, std::uint64_t seed, const TensorImpl& out) = 0;
+  // The IndexOp family (see IndexOp): every tensor contiguous, index i32, src for scatter_add and
+  // index_add only (nullptr otherwise), out never aliasing the others. An index value outside
+  // [0, N) reads and writes nothing out of bounds and raises throw_index_out_of_range's error:
+  // at once where the backend runs calls synchronously (CPU), at the next sync or download where
+  // it queues them (CUDA). scatter_add and index_add accumulate half types in f32 and round once;
+  // under kiln::deterministic() their sums run in a fixed order (index order per destination).
+  virtual void index(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
+                     const TensorImpl* src, const TensorImpl& out) = 0;
 
   // Waits for every op queued on this device.
   virtual void sync() = 0;
@@ -124,7 +152,8 @@ class Backend {
   virtual void flush() {}
 
   // Whether this backend runs `op` with operands of these dtypes (elementwise: every dtype the
-  // program reads or writes; reduce: the input's; matmul: a's and b's; random: the output's).
+  // program reads or writes; reduce: the input's; matmul: a's and b's; random: the output's;
+  // index: x's, the data dtype).
   // The front end asks it instead of knowing each backend's dtypes.
   virtual bool supports(BackendOp op, std::span<const DType> dtypes) const = 0;
   // This layer's facts (a decorator's own, not its inner's).
@@ -160,6 +189,10 @@ class Decorator : public Backend {
   }
   void random(const RandomSpec& spec, std::uint64_t seed, const TensorImpl& out) override {
     inner_.random(spec, seed, out);
+  }
+  void index(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
+             const TensorImpl* src, const TensorImpl& out) override {
+    inner_.index(op, x, dim, index, src, out);
   }
   void sync() override { inner_.sync(); }
   void flush() override { inner_.flush(); }

@@ -228,6 +228,19 @@ void set_float32_matmul_precision(Precision p) {
 
 Precision float32_matmul_precision() { return matmul_precision.load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<bool>& deterministic_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("KILN_DETERMINISTIC");
+    return v && std::string_view(v) == "1";
+  }()};
+  return on;
+}
+}  // namespace
+
+void set_deterministic(bool on) { deterministic_flag().store(on, std::memory_order_relaxed); }
+bool deterministic() { return deterministic_flag().load(std::memory_order_relaxed); }
+
 std::string version() { return KILN_VERSION; }
 
 namespace detail {

@@ -81,6 +81,12 @@ void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
   cpu::random(spec, seed, out);
 }
 
+void CpuBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+                       const detail::TensorImpl& index, const detail::TensorImpl* src,
+                       const detail::TensorImpl& out) {
+  cpu::index(op, x, dim, index, src, out);
+}
+
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }
@@ -91,6 +97,7 @@ std::vector<detail::BackendFeature> CpuBackend::features() const {
       {"threads", std::to_string(detail::thread_limit())},
       {"blas", blas_library()},
   };
+  out.push_back({"index accumulation", "deterministic (each destination owned by one task)"});
   if (const std::string core = blas_core(); !core.empty())
     out.push_back({"blas kernels", core + " (" + blas_core_origin() + ")"});
   return out;

@@ -25,6 +25,9 @@ class CpuBackend final : public detail::Backend {
               const detail::TensorImpl& out) override;
   void random(const detail::RandomSpec& spec, std::uint64_t seed,
               const detail::TensorImpl& out) override;
+  void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+             const detail::TensorImpl& index, const detail::TensorImpl* src,
+             const detail::TensorImpl& out) override;
   void sync() override {}  // CPU ops run to completion on the calling thread
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The SIMD target, the thread limit, the BLAS and the kernels it picked for this CPU.

@@ -16,5 +16,9 @@ bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int 
 void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
             const detail::TensorImpl& out);
 void random(const detail::RandomSpec& spec, std::uint64_t seed, const detail::TensorImpl& out);
+// index.cpp: Backend::index, synchronous (a bad index throws at once), deterministic always.
+void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+           const detail::TensorImpl& index, const detail::TensorImpl* src,
+           const detail::TensorImpl& out);
 
 }  // namespace kiln::cpu

@@ -7,6 +7,7 @@
 #include "cuda/device_memory.hpp"
 #include "cuda/matmul/cublaslt_state.hpp"
 #include "cuda/precompile.hpp"
+#include "kiln/config.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cuda {
@@ -36,6 +37,7 @@ void CudaBackend::download(const detail::TensorImpl& t, void* dst) {
   ctx_.make_current();
   KILN_CUDA_CHECK(cudaMemcpyAsync(dst, t.data(), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
   KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  raise_index_error(ctx_);  // an indexing kernel queued before met a bad index
 }
 
 void CudaBackend::elementwise(const ir::Program& program,
@@ -69,6 +71,13 @@ void CudaBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
 void CudaBackend::sync() {
   ctx_.make_current();
   KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  raise_index_error(ctx_);
+}
+
+void CudaBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+                        const detail::TensorImpl& index, const detail::TensorImpl* src,
+                        const detail::TensorImpl& out) {
+  cuda::index(ctx_, op, x, dim, index, src, out);
 }
 
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
@@ -84,6 +93,8 @@ std::vector<detail::BackendFeature> CudaBackend::features() const {
       {"runtime", runtime_version()},
       {"nvrtc", nvrtc_version()},
       {"cublasLt", cublas_version()},
+      {"index accumulation",
+       kiln::deterministic() ? "deterministic (index order per destination)" : "atomics"},
   };
 }
 

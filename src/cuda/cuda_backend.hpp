@@ -31,6 +31,9 @@ class CudaBackend final : public detail::Backend {
               const detail::TensorImpl& out) override;
   void random(const detail::RandomSpec& spec, std::uint64_t seed,
               const detail::TensorImpl& out) override;
+  void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+             const detail::TensorImpl& index, const detail::TensorImpl* src,
+             const detail::TensorImpl& out) override;
   void sync() override;
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The GPU, its architecture and memory, and the CUDA libraries kiln runs with.

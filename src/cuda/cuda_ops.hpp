@@ -52,4 +52,10 @@ void for_each_matmul_candidate(Context& ctx, const TensorImpl& a, const TensorIm
 void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,
             const TensorImpl& out);
 
+// index.cpp: Backend::index, queued without a host sync; a bad index is recorded on the device
+// and raised by raise_index_error, which sync and download call once the stream is idle.
+void index(Context& ctx, detail::IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
+           const TensorImpl* src, const TensorImpl& out);
+void raise_index_error(Context& ctx);
+
 }  // namespace kiln::cuda

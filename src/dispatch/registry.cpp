@@ -213,8 +213,8 @@ namespace {
 // every operand), so that a dtype a backend lacks shows in `kiln info` before a call fails.
 void add_dtype_facts(const detail::Backend& chain, std::vector<DeviceInfo::Fact>& out) {
   using detail::BackendOp;
-  for (BackendOp op :
-       {BackendOp::elementwise, BackendOp::reduce, BackendOp::matmul, BackendOp::random}) {
+  for (BackendOp op : {BackendOp::elementwise, BackendOp::reduce, BackendOp::matmul,
+                       BackendOp::random, BackendOp::index}) {
     std::string list;
     for (int i = 0; i < detail::kNumDTypes; ++i) {
       const auto t = static_cast<DType>(i);

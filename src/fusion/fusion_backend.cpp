@@ -155,6 +155,17 @@ void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
   inner().matmul(a, b, out);
 }
 
+void Fusion::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+                   const detail::TensorImpl& index, const detail::TensorImpl* src,
+                   const detail::TensorImpl& out) {
+  flush();
+  require_memory(x);
+  require_memory(index);
+  if (src) require_memory(*src);
+  bind(out);
+  inner().index(op, x, dim, index, src, out);
+}
+
 void Fusion::elementwise(const ir::Program& program,
                          std::span<const detail::TensorImpl* const> inputs,
                          std::span<const double> scalars,

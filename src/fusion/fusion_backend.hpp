@@ -43,6 +43,10 @@ class Fusion final : public detail::Decorator {
               const detail::TensorImpl& out) override;
   void random(const detail::RandomSpec& spec, std::uint64_t seed,
               const detail::TensorImpl& out) override;
+  // Closes the open group like matmul: the indexing ops read and write memory.
+  void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+             const detail::TensorImpl& index, const detail::TensorImpl* src,
+             const detail::TensorImpl& out) override;
   void sync() override;
   // Runs the open group, if any.
   void flush() override;

@@ -255,6 +255,14 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
     rows.push_back({f.name, yes_no(f.compiled), yes_no(f.live), f.why});
   print_table(rows, "  ");
 
+  // Modes that change results, not speed alone (kiln/config.hpp).
+  fmt::print("\nmodes:\n");
+  print_table(
+      {{"deterministic", deterministic() ? "on: scatter_add and index_add sum in index order"
+                                         : "off: CUDA sums with atomics (the CPU is "
+                                           "deterministic always; KILN_DETERMINISTIC=1)"}},
+      "  ");
+
   fmt::print("\ncpu:\n");
   std::string targets;
   for (const std::string& t : c.cpu_targets) targets += (targets.empty() ? "" : ", ") + t;

@@ -109,6 +109,14 @@ Handle triangle(const Handle& x, std::int64_t offset, bool lower);
 Handle masked_fill(const Handle& x, const Handle& mask, Scalar value);
 Handle matmul(const Handle& a, const Handle& b);
 
+// Indexing (src/frontend/ops_index.cpp), as PyTorch's; dim is already normalised.
+Handle gather(const Handle& x, int dim, const Handle& index);
+Handle index_select(const Handle& x, int dim, const Handle& index);
+Handle scatter_add(const Handle& x, int dim, const Handle& index, const Handle& src);
+Handle index_add(const Handle& x, int dim, const Handle& index, const Handle& src);
+Handle one_hot(const Handle& index, std::int64_t n, DType dtype);
+Handle embedding(const Handle& weight, const Handle& ids);
+
 // Normalises a possibly negative dim against rank (`op` names the op in the IndexError).
 int normalize_dim(const char* op, std::int64_t dim, int rank);
 

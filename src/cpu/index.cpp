@@ -1,0 +1,151 @@
+// The CPU's indexing family (Backend::index): gather, index_select, scatter_add, index_add.
+//
+// Copies (gather, index_select) split the [O, K] rows of the result across oneTBB's threads;
+// index_select copies whole rows of I elements (memcpy). The sums (scatter_add, index_add) split
+// the destination instead, by (o, a block of i): each task owns out[o, :, i0:i1] and walks k in
+// increasing order, so every destination sums its contributions in index order whatever the
+// threads: the CPU is deterministic always. Half types accumulate in an f32 copy and round once;
+// i32 sums wrap as two's complement. Every index is checked before anything is written, so a bad
+// one raises at once and leaves out unwritten.
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/cpu_ops.hpp"
+#include "cpu/parallel.hpp"
+#include "kiln/error.hpp"
+#include "kiln/half.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using detail::IndexOp;
+
+struct Geometry {
+  std::int64_t outer = 1, n = 0, k = 0, inner = 1;
+};
+
+Geometry geometry(const detail::TensorImpl& x, int dim, std::int64_t k) {
+  Geometry g;
+  for (int d = 0; d < dim; ++d) g.outer *= x.shape[d];
+  for (int d = dim + 1; d < x.rank(); ++d) g.inner *= x.shape[d];
+  g.n = x.shape[dim];
+  g.k = k;
+  return g;
+}
+
+void check_values(IndexOp op, const std::int32_t* idx, std::int64_t count, std::int64_t bound) {
+  for (std::int64_t j = 0; j < count; ++j)
+    if (idx[j] < 0 || idx[j] >= bound) detail::throw_index_out_of_range(op, idx[j], bound);
+}
+
+// Copies of `size`-byte elements.
+void copy_rows(IndexOp op, const Geometry& g, const std::int32_t* idx, const char* x, char* out,
+               std::size_t size) {
+  const std::size_t row = static_cast<std::size_t>(g.inner) * size;
+  const std::int64_t rows = g.outer * g.k;
+  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / static_cast<std::int64_t>(row + 1));
+  parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t o = r / g.k, kk = r % g.k;
+      char* dst = out + static_cast<std::size_t>(r) * row;
+      if (op == IndexOp::index_select) {
+        const char* from = x + static_cast<std::size_t>(o * g.n + idx[kk]) * row;
+        std::memcpy(dst, from, row);
+        continue;
+      }
+      const std::int32_t* ix = idx + r * g.inner;
+      for (std::int64_t i = 0; i < g.inner; ++i) {
+        const std::size_t at = static_cast<std::size_t>((o * g.n + ix[i]) * g.inner + i);
+        std::memcpy(dst + i * size, x + at * size, size);
+      }
+    }
+  });
+}
+
+float to_acc(float v) { return v; }
+float to_acc(bfloat16 v) { return static_cast<float>(v); }
+float to_acc(float16 v) { return static_cast<float>(v); }
+std::uint32_t to_acc(std::int32_t v) { return static_cast<std::uint32_t>(v); }
+void from_acc(float a, bfloat16& o) { o = bfloat16(a); }
+void from_acc(float a, float16& o) { o = float16(a); }
+void from_acc(std::uint32_t a, std::int32_t& o) { o = static_cast<std::int32_t>(a); }
+
+template <class T>
+void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x, const T* src,
+              T* out) {
+  using Acc = decltype(to_acc(T()));
+  const std::int64_t total = g.outer * g.n * g.inner;
+  // f32 sums in out itself; the others in a copy of their accumulator type, rounded at the end.
+  constexpr bool in_place = std::is_same_v<T, Acc>;
+  std::vector<Acc> scratch(in_place ? 0 : static_cast<std::size_t>(total));
+  Acc* acc = nullptr;
+  if constexpr (in_place) {
+    acc = out;
+  } else {
+    acc = scratch.data();
+  }
+  parallel_for(total, 16384, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t j = begin; j < end; ++j) acc[j] = to_acc(x[j]);
+  });
+  // Tasks own (o, block of inner): disjoint destinations, each summed in k order.
+  constexpr std::int64_t kBlock = 64;
+  const std::int64_t blocks = (g.inner + kBlock - 1) / kBlock;
+  parallel_for(g.outer * blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      const std::int64_t o = t / blocks, i0 = t % blocks * kBlock;
+      const std::int64_t i1 = std::min(g.inner, i0 + kBlock);
+      for (std::int64_t kk = 0; kk < g.k; ++kk) {
+        const std::int64_t srow = (o * g.k + kk) * g.inner;
+        for (std::int64_t i = i0; i < i1; ++i) {
+          const std::int64_t n = op == IndexOp::index_add ? idx[kk] : idx[srow + i];
+          acc[(o * g.n + n) * g.inner + i] += to_acc(src[srow + i]);
+        }
+      }
+    }
+  });
+  if constexpr (!in_place) {
+    parallel_for(total, 16384, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t j = begin; j < end; ++j) from_acc(acc[j], out[j]);
+    });
+  }
+}
+
+// The address of t's element 0, or nullptr for an empty tensor (which may have no buffer).
+template <class T>
+T* at(const detail::TensorImpl& t) {
+  return t.numel() ? static_cast<T*>(t.data()) : nullptr;
+}
+
+}  // namespace
+
+void index(IndexOp op, const detail::TensorImpl& x, int dim, const detail::TensorImpl& index,
+           const detail::TensorImpl* src, const detail::TensorImpl& out) {
+  detail::check_index_call(op, x, dim, index, src, out);
+  const bool per_row = op == IndexOp::index_select || op == IndexOp::index_add;
+  const Geometry g = geometry(x, dim, per_row ? index.shape[0] : index.shape[dim]);
+  const auto* idx = at<const std::int32_t>(index);
+  if (index.numel() > 0) check_values(op, idx, index.numel(), g.n);
+  if (out.numel() == 0) return;
+  if (!detail::index_op_accumulates(op)) {
+    copy_rows(op, g, idx, at<const char>(x), at<char>(out), dtype_size(x.dtype));
+    return;
+  }
+  switch (x.dtype) {
+    case DType::f32:
+      return add_into<float>(op, g, idx, at<const float>(x), at<const float>(*src), at<float>(out));
+    case DType::i32:
+      return add_into<std::int32_t>(op, g, idx, at<const std::int32_t>(x),
+                                    at<const std::int32_t>(*src), at<std::int32_t>(out));
+    case DType::bf16:
+      return add_into<bfloat16>(op, g, idx, at<const bfloat16>(x), at<const bfloat16>(*src),
+                                at<bfloat16>(out));
+    case DType::f16:
+      return add_into<float16>(op, g, idx, at<const float16>(x), at<const float16>(*src),
+                               at<float16>(out));
+    case DType::boolean:
+      break;  // refused by check_index_call
+  }
+}
+
+}  // namespace kiln::cpu

@@ -63,11 +63,12 @@ struct RandomSpec {
 
 // The indexing family, one backend call (Backend::index). With x seen as [O, N, I] around `dim`
 // (O the product of the extents before it, I of those after it):
-//   gather:       index [O, K, I]             -> out [O, K, I], out[o,k,i] = x[o, index[o,k,i], i]
-//   index_select: index [K]                   -> out [O, K, I], out[o,k,i] = x[o, index[k], i]
-//   scatter_add:  index, src [O, K, I]        -> out [O, N, I], x plus src[o,k,i] at [o,
-//   index[o,k,i], i] index_add:    index [K], src [O, K, I]    -> out [O, N, I], x plus src[o,k,i]
-//   at [o, index[k], i]
+//   gather        index [O, K, I] -> out [O, K, I]: out[o,k,i] = x[o, index[o,k,i], i]
+//   index_select  index [K] -> out [O, K, I]: out[o,k,i] = x[o, index[k], i]
+//   scatter_add   index, src [O, K, I] -> out [O, N, I]: x, plus src[o,k,i] at
+//                 [o, index[o,k,i], i]
+//   index_add     index [K], src [O, K, I] -> out [O, N, I]: x, plus src[o,k,i] at
+//                 [o, index[k], i]
 enum class IndexOp : std::uint8_t { gather, scatter_add, index_select, index_add };
 const char* index_op_name(IndexOp op);
 inline bool index_op_accumulates(IndexOp op) {
@@ -82,8 +83,8 @@ void check_index_call(IndexOp op, const TensorImpl& x, int dim, const TensorImpl
 [[noreturn]] void throw_index_out_of_range(IndexOp op, std::int64_t value, std::int64_t bound);
 
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 2)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 2;
+// (static_assert(kBackendInterfaceVersion == 3)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 3;
 
 // The kinds of call `supports` is asked about.
 enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index };

@@ -349,6 +349,28 @@ TEST_P(ShapeOpsTest, Repeat) {
   EXPECT_EQ(b.repeat(2).to_vector<bool>(), (std::vector<bool>{true, false, true, false}));
 }
 
+TEST_P(ShapeOpsTest, Flip) {
+  for (DType t : kDTypes) {
+    for (Shape<2> s : {Shape<2>{3, 5}, Shape<2>{1, 4}, Shape<2>{0, 3}}) {
+      for (const auto& c : layouts<2>(s, t)) {
+        SCOPED_TRACE(c.name + " " + kiln::dtype_name(t) + " " + kiln::format_dims({s[0], s[1]}));
+        auto flipped = [&](bool rows, bool cols) {
+          return by_index({s[0], s[1]}, [&](const Dims& i) {
+            return c.r.at({rows ? s[0] - 1 - i[0] : i[0], cols ? s[1] - 1 - i[1] : i[1]});
+          });
+        };
+        EXPECT_TRUE(kt::matches(c.t.flip({0}), flipped(true, false)));
+        EXPECT_TRUE(kt::matches(c.t.flip({-1}), flipped(false, true)));
+        EXPECT_TRUE(kt::matches(c.t.flip({1, 0}), flipped(true, true)));
+        EXPECT_TRUE(kt::matches(c.t.flip({}), c.r));
+        EXPECT_EQ(c.t.flip({0}).dtype(), t);
+      }
+    }
+  }
+  EXPECT_THROW((void)Tensor<2>::zeros({2, 2}, DType::f32, dev()).flip({0, -2}), kiln::ValueError);
+  EXPECT_THROW((void)Tensor<2>::zeros({2, 2}, DType::f32, dev()).flip({2}), kiln::IndexError);
+}
+
 TEST_P(ShapeOpsTest, RepeatErrors) {
   auto x = Tensor<2>::zeros({2, 3}, DType::f32, dev());
   EXPECT_THROW(x.repeat(-1, 2), kiln::ValueError);

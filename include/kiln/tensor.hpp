@@ -300,6 +300,14 @@ class Tensor {
     return Tensor<sizeof...(I)>(
         detail::repeat(h("repeat"), std::span<const std::int64_t>(counts + 1, sizeof...(I))));
   }
+  // As torch.flip: the elements reversed along each of `dims` (negative dims count from the
+  // end; a dim named twice is an error). A copy: an index_select per flipped dim, so it closes
+  // the open fusion group (kiln's views have no negative strides).
+  Tensor flip(std::initializer_list<int> dims) const {
+    std::vector<int> d;
+    for (int x : dims) d.push_back(norm("flip", x));
+    return Tensor(detail::flip(h("flip"), d));
+  }
   // Masks. tril/triu (as torch.tril, torch.triu) keep the elements of the last two dims on and
   // below (above) diagonal `offset` (0 the main one, > 0 above it, < 0 below) and zero the rest.
   // masked_fill (as torch.Tensor.masked_fill): `value` where the bool mask is true, x elsewhere;

@@ -184,4 +184,25 @@ Handle embedding(const Handle& weight, const Handle& ids) {
   });
 }
 
+Handle flip(const Handle& x, std::span<const int> dims) {
+  std::vector<bool> seen(static_cast<std::size_t>(x->rank()));
+  for (const int d : dims) {
+    if (seen[static_cast<std::size_t>(d)])
+      throw ValueError(
+          fmt::format("flip: dim {} is named twice in [{}]", d, fmt::join(dims, ", ")));
+    seen[static_cast<std::size_t>(d)] = true;
+  }
+  Handle out = x;  // (tensors are values: nothing flipped is x itself)
+  for (const int d : dims) {
+    const std::int64_t n = x->shape[static_cast<std::size_t>(d)];
+    if (n < 2) continue;
+    std::vector<std::int32_t> reversed(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      reversed[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(n - 1 - i);
+    out = index_select(out, d,
+                       from_data(reversed.data(), reversed.size(), DType::i32, {n}, x->device));
+  }
+  return out;
+}
+
 }  // namespace kiln::detail

@@ -116,6 +116,8 @@ Handle scatter_add(const Handle& x, int dim, const Handle& index, const Handle& 
 Handle index_add(const Handle& x, int dim, const Handle& index, const Handle& src);
 Handle one_hot(const Handle& index, std::int64_t n, DType dtype);
 Handle embedding(const Handle& weight, const Handle& ids);
+// x reversed along each of dims (normalised): an index_select per dim.
+Handle flip(const Handle& x, std::span<const int> dims);
 
 // Normalises a possibly negative dim against rank (`op` names the op in the IndexError).
 int normalize_dim(const char* op, std::int64_t dim, int rank);

@@ -6,5 +6,6 @@
 #include "kiln/dtype.hpp"
 #include "kiln/error.hpp"
 #include "kiln/format.hpp"
+#include "kiln/norm.hpp"
 #include "kiln/shape.hpp"
 #include "kiln/tensor.hpp"

@@ -85,6 +85,14 @@ Handle reduce(Reduction op, const Handle& x, int dim, bool keepdim);
 Handle reduce_all(Reduction op, const Handle& x);
 Handle softmax(const Handle& x, int dim, bool log);
 
+// Row normalisation over the last dim (kiln/norm.hpp); weight / bias may be null (absent).
+// mean and rstd are f32, one per row (shape x.shape[:-1]); mean is null for rms_norm.
+struct NormResult {
+  Handle y, mean, rstd;
+};
+NormResult layer_norm(const Handle& x, const Handle& weight, const Handle& bias, double eps);
+NormResult rms_norm(const Handle& x, const Handle& weight, double eps);
+
 // Shape; dims are already normalised by the caller where noted.
 Handle reshape(const Handle& x, const Dims& shape);  // one -1 allowed
 Handle transpose(const Handle& x, int d0, int d1);

@@ -1,0 +1,62 @@
+// Row normalisation over the last dim: layer_norm and rms_norm, as torch.nn.functional's
+// (normalized_shape = the last dim). Computed in f32 whatever x's dtype; a bf16/f16 result is
+// rounded once. weight and bias are [n] tensors of x's dtype, each optional. The *_with_stats
+// forms also return the per-row f32 statistics a backward pass needs. docs/ops.md says more.
+#pragma once
+
+#include <optional>
+
+#include "kiln/tensor.hpp"
+
+namespace kiln {
+
+template <std::size_t D>
+struct LayerNormResult {
+  Tensor<D> y;
+  Tensor<D - 1> mean, rstd;  // f32, shape x.shape[:-1]; rstd = 1 / sqrt(var + eps)
+};
+
+template <std::size_t D>
+struct RmsNormResult {
+  Tensor<D> y;
+  Tensor<D - 1> rstd;  // f32, shape x.shape[:-1]; rstd = 1 / sqrt(mean(x^2) + eps)
+};
+
+namespace detail {
+inline Handle optional_handle(const std::optional<Tensor<1>>& t, const char* op) {
+  return t ? t->handle(op) : Handle{};
+}
+}  // namespace detail
+
+template <std::size_t D>
+requires(D >= 1) LayerNormResult<D> layer_norm_with_stats(
+    const Tensor<D>& x, const std::optional<Tensor<1>>& weight = std::nullopt,
+    const std::optional<Tensor<1>>& bias = std::nullopt, double eps = 1e-5) {
+  auto r = detail::layer_norm(x.handle("layer_norm"), detail::optional_handle(weight, "layer_norm"),
+                              detail::optional_handle(bias, "layer_norm"), eps);
+  return {Tensor<D>(r.y), Tensor<D - 1>(r.mean), Tensor<D - 1>(r.rstd)};
+}
+
+template <std::size_t D>
+requires(D >= 1) Tensor<D> layer_norm(const Tensor<D>& x,
+                                      const std::optional<Tensor<1>>& weight = std::nullopt,
+                                      const std::optional<Tensor<1>>& bias = std::nullopt,
+                                      double eps = 1e-5) {
+  return layer_norm_with_stats(x, weight, bias, eps).y;
+}
+
+template <std::size_t D>
+requires(D >= 1) RmsNormResult<D> rms_norm_with_stats(
+    const Tensor<D>& x, const std::optional<Tensor<1>>& weight = std::nullopt, double eps = 1e-6) {
+  auto r = detail::rms_norm(x.handle("rms_norm"), detail::optional_handle(weight, "rms_norm"), eps);
+  return {Tensor<D>(r.y), Tensor<D - 1>(r.rstd)};
+}
+
+template <std::size_t D>
+requires(D >= 1) Tensor<D> rms_norm(const Tensor<D>& x,
+                                    const std::optional<Tensor<1>>& weight = std::nullopt,
+                                    double eps = 1e-6) {
+  return rms_norm_with_stats(x, weight, eps).y;
+}
+
+}  // namespace kiln

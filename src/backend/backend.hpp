@@ -7,10 +7,11 @@
 //
 // What a backend sees of a tensor: a TensorImpl, a view (shape, element strides, element offset)
 // over a buffer. A broadcast dim has stride 0; a transposed or sliced view has the strides and
-// offset of its base; an empty tensor (a zero extent) may have no memory. A call's outputs never
-// share memory with its inputs. A decorator that records calls instead of running them (fusion)
-// keeps the TensorImpl objects it was given: their identity (the address, held by a Handle) is
-// what a later call names, and memory is bound to an output's buffer when the recorded work runs.
+// offset of its base; an empty tensor (a zero extent) may have no memory. Inputs are
+// `const TensorImpl&`; what a call writes is typed apart as `Out` (or `Outs`, below). A decorator
+// that records calls instead of running them (fusion) keeps the TensorImpl objects it was given:
+// their identity (the address, held by a Handle) is what a later call names, and memory is bound to
+// an output's buffer when the recorded work runs.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,28 @@
 #include "kiln/detail/ops.hpp"
 
 namespace kiln::detail {
+
+// A tensor a backend call writes. The aliasing rule: an output never shares memory with any
+// input of the same call, and no two outputs of a call overlap (elementwise's outputs may be
+// disjoint views of one buffer, as cat writes slices). The caller allocated it (empty) and
+// nobody reads it before the call has run. The TensorImpl itself (shape, strides, buffer) is
+// not changed by the call, only the memory it views, hence the const view inside; the type
+// keeps an input from being passed where a call writes, and says which is which at a glance.
+class Out {
+ public:
+  explicit Out(const TensorImpl& t) : t_(&t) {}
+  const TensorImpl& operator*() const { return *t_; }
+  const TensorImpl* operator->() const { return t_; }
+
+ private:
+  const TensorImpl* t_;
+};
+
+// The outputs of one element-wise call, in the program's output order (rule as for Out).
+struct Outs {
+  explicit Outs(std::span<const TensorImpl* const> t) : tensors(t) {}
+  std::span<const TensorImpl* const> tensors;
+};
 
 // The front end's reduction names the backend op too.
 using ReduceOp = Reduction;
@@ -83,8 +106,8 @@ void check_index_call(IndexOp op, const TensorImpl& x, int dim, const TensorImpl
 [[noreturn]] void throw_index_out_of_range(IndexOp op, std::int64_t value, std::int64_t bound);
 
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 3)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 3;
+// (static_assert(kBackendInterfaceVersion == 4)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 4;
 
 // The kinds of call `supports` is asked about.
 enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index };
@@ -116,27 +139,26 @@ class Backend {
   // A new contiguous tensor whose contents are unspecified.
   virtual Handle empty(const Dims& shape, DType dtype) = 0;
   // Copies numel * dtype_size bytes from host memory into the contiguous tensor t.
-  virtual void upload(const void* src, const TensorImpl& t) = 0;
+  virtual void upload(const void* src, Out t) = 0;
   // Copies the contiguous tensor t into host memory; waits for pending work on t.
   virtual void download(const TensorImpl& t, void* dst) = 0;
 
   // Runs the program for every element of the outputs' common shape. Every input has that
   // shape (broadcast dims have stride 0); outputs may be strided views (cat writes slices).
   virtual void elementwise(const ir::Program& program, std::span<const TensorImpl* const> inputs,
-                           std::span<const double> scalars,
-                           std::span<const TensorImpl* const> outputs) = 0;
+                           std::span<const double> scalars, Outs outputs) = 0;
   // Reduces x over `dim` (or over all elements when dim < 0) into out, which has x's shape
   // with that dim set to 1 (all dims 1 when dim < 0), contiguous. arg* write i32 indices.
-  virtual void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) = 0;
+  virtual void reduce(ReduceOp op, const TensorImpl& x, int dim, Out out) = 0;
   // reduce() of the prologue's value, which is evaluated inside the reduction and never stored.
   // Returns false, having done nothing, where this backend cannot do that for these layouts;
   // the caller then materialises the value and calls reduce(). Errors as reduce().
-  virtual bool reduce_prologue(ReduceOp, const Prologue&, int, const TensorImpl&) { return false; }
+  virtual bool reduce_prologue(ReduceOp, const Prologue&, int, Out) { return false; }
   // out[b] = a[b] @ c[b] for a [B, m, k], c [B, k, n], out [B, m, n] contiguous; a and c may
   // have any strides (stride 0 on a broadcast batch).
-  virtual void matmul(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out) = 0;
+  virtual void matmul(const TensorImpl& a, const TensorImpl& c, Out out) = 0;
   // Fills the contiguous tensor out from the Philox 4x32-10 stream of `seed` (src/core/philox.hpp).
-  virtual void random(const RandomSpec& spec, std::uint64_t seed, const TensorImpl& out) = 0;
+  virtual void random(const RandomSpec& spec, std::uint64_t seed, Out out) = 0;
   // The IndexOp family (see IndexOp): every tensor contiguous, index i32, src for scatter_add and
   // index_add only (nullptr otherwise), out never aliasing the others. An index value outside
   // [0, N) reads and writes nothing out of bounds and raises throw_index_out_of_range's error:
@@ -144,7 +166,7 @@ class Backend {
   // it queues them (CUDA). scatter_add and index_add accumulate half types in f32 and round once;
   // under kiln::deterministic() their sums run in a fixed order (index order per destination).
   virtual void index(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
-                     const TensorImpl* src, const TensorImpl& out) = 0;
+                     const TensorImpl* src, Out out) = 0;
 
   // Waits for every op queued on this device.
   virtual void sync() = 0;
@@ -172,27 +194,26 @@ class Decorator : public Backend {
   Device device() const override { return inner_.device(); }
   std::uint64_t memory_capacity() const override { return inner_.memory_capacity(); }
   Handle empty(const Dims& shape, DType dtype) override { return inner_.empty(shape, dtype); }
-  void upload(const void* src, const TensorImpl& t) override { inner_.upload(src, t); }
+  void upload(const void* src, Out t) override { inner_.upload(src, t); }
   void download(const TensorImpl& t, void* dst) override { inner_.download(t, dst); }
   void elementwise(const ir::Program& program, std::span<const TensorImpl* const> inputs,
-                   std::span<const double> scalars,
-                   std::span<const TensorImpl* const> outputs) override {
+                   std::span<const double> scalars, Outs outputs) override {
     inner_.elementwise(program, inputs, scalars, outputs);
   }
-  void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) override {
+  void reduce(ReduceOp op, const TensorImpl& x, int dim, Out out) override {
     inner_.reduce(op, x, dim, out);
   }
-  bool reduce_prologue(ReduceOp op, const Prologue& p, int dim, const TensorImpl& out) override {
+  bool reduce_prologue(ReduceOp op, const Prologue& p, int dim, Out out) override {
     return inner_.reduce_prologue(op, p, dim, out);
   }
-  void matmul(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out) override {
+  void matmul(const TensorImpl& a, const TensorImpl& c, Out out) override {
     inner_.matmul(a, c, out);
   }
-  void random(const RandomSpec& spec, std::uint64_t seed, const TensorImpl& out) override {
+  void random(const RandomSpec& spec, std::uint64_t seed, Out out) override {
     inner_.random(spec, seed, out);
   }
   void index(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
-             const TensorImpl* src, const TensorImpl& out) override {
+             const TensorImpl* src, Out out) override {
     inner_.index(op, x, dim, index, src, out);
   }
   void sync() override { inner_.sync(); }

@@ -40,7 +40,8 @@ detail::Handle CpuBackend::empty(const Dims& shape, DType dtype) {
   return host_empty(shape, dtype);
 }
 
-void CpuBackend::upload(const void* src, const detail::TensorImpl& t) {
+void CpuBackend::upload(const void* src, detail::Out out) {
+  const detail::TensorImpl& t = *out;
   std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
   if (bytes) std::memcpy(t.data(), src, bytes);
 }
@@ -52,39 +53,36 @@ void CpuBackend::download(const detail::TensorImpl& t, void* dst) {
 
 void CpuBackend::elementwise(const ir::Program& program,
                              std::span<const detail::TensorImpl* const> inputs,
-                             std::span<const double> scalars,
-                             std::span<const detail::TensorImpl* const> outputs) {
-  ir::evaluate_cpu(program, inputs, scalars, outputs, live_kernels());
+                             std::span<const double> scalars, detail::Outs outputs) {
+  ir::evaluate_cpu(program, inputs, scalars, outputs.tensors, live_kernels());
 }
 
 void CpuBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
-                        const detail::TensorImpl& out) {
-  if (is_half(x.dtype)) return reduce_half(op, x, dim, out, live_kernels());
-  cpu::reduce(op, x, dim, out);
+                        detail::Out out) {
+  if (is_half(x.dtype)) return reduce_half(op, x, dim, *out, live_kernels());
+  cpu::reduce(op, x, dim, *out);
 }
 
 bool CpuBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
-                                 const detail::TensorImpl& out) {
+                                 detail::Out out) {
   // A half-type value is reduced from memory (reduce_half's f32 copy), not fused.
   if (is_half(detail::prologue_value(prologue).dtype)) return false;
-  return cpu::reduce_prologue(op, prologue, dim, out, live_kernels());
+  return cpu::reduce_prologue(op, prologue, dim, *out, live_kernels());
 }
 
-void CpuBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
-                        const detail::TensorImpl& out) {
-  if (is_half(a.dtype)) return matmul_half(a, b, out, live_kernels());
-  cpu::matmul(a, b, out);
+void CpuBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, detail::Out out) {
+  if (is_half(a.dtype)) return matmul_half(a, b, *out, live_kernels());
+  cpu::matmul(a, b, *out);
 }
 
-void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
-                        const detail::TensorImpl& out) {
-  cpu::random(spec, seed, out);
+void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) {
+  cpu::random(spec, seed, *out);
 }
 
 void CpuBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
                        const detail::TensorImpl& index, const detail::TensorImpl* src,
-                       const detail::TensorImpl& out) {
-  cpu::index(op, x, dim, index, src, out);
+                       detail::Out out) {
+  cpu::index(op, x, dim, index, src, *out);
 }
 
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {

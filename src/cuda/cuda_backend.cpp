@@ -23,7 +23,8 @@ detail::Handle CudaBackend::empty(const Dims& shape, DType dtype) {
   return device_empty(ctx_, shape, dtype);
 }
 
-void CudaBackend::upload(const void* src, const detail::TensorImpl& t) {
+void CudaBackend::upload(const void* src, detail::Out out) {
+  const detail::TensorImpl& t = *out;
   std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
   if (!bytes) return;
   ctx_.make_current();
@@ -42,30 +43,28 @@ void CudaBackend::download(const detail::TensorImpl& t, void* dst) {
 
 void CudaBackend::elementwise(const ir::Program& program,
                               std::span<const detail::TensorImpl* const> inputs,
-                              std::span<const double> scalars,
-                              std::span<const detail::TensorImpl* const> outputs) {
-  cuda::elementwise(ctx_, program, inputs, scalars, outputs);
+                              std::span<const double> scalars, detail::Outs outputs) {
+  cuda::elementwise(ctx_, program, inputs, scalars, outputs.tensors);
 }
 
 void CudaBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
-                         const detail::TensorImpl& out) {
-  cuda::reduce(ctx_, op, x, dim, out);
+                         detail::Out out) {
+  cuda::reduce(ctx_, op, x, dim, *out);
 }
 
 bool CudaBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
-                                  const detail::TensorImpl& out) {
-  return cuda::reduce_prologue(ctx_, op, prologue, dim, out);
+                                  detail::Out out) {
+  return cuda::reduce_prologue(ctx_, op, prologue, dim, *out);
 }
 
 void CudaBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
-                         const detail::TensorImpl& out) {
-  detail::check_matmul_call(a, b, out);
-  cuda::matmul(ctx_, a, b, out);
+                         detail::Out out) {
+  detail::check_matmul_call(a, b, *out);
+  cuda::matmul(ctx_, a, b, *out);
 }
 
-void CudaBackend::random(const detail::RandomSpec& spec, std::uint64_t seed,
-                         const detail::TensorImpl& out) {
-  cuda::random(ctx_, spec, seed, out);
+void CudaBackend::random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) {
+  cuda::random(ctx_, spec, seed, *out);
 }
 
 void CudaBackend::sync() {
@@ -76,8 +75,8 @@ void CudaBackend::sync() {
 
 void CudaBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
                         const detail::TensorImpl& index, const detail::TensorImpl* src,
-                        const detail::TensorImpl& out) {
-  cuda::index(ctx_, op, x, dim, index, src, out);
+                        detail::Out out) {
+  cuda::index(ctx_, op, x, dim, index, src, *out);
 }
 
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {

@@ -12,28 +12,24 @@ namespace kiln::cuda {
 
 class CudaBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 3);
+  static_assert(detail::kBackendInterfaceVersion == 4);
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
   Device device() const override { return ctx_.device; }
   std::uint64_t memory_capacity() const override { return ctx_.total_memory; }
   detail::Handle empty(const Dims& shape, DType dtype) override;
-  void upload(const void* src, const detail::TensorImpl& t) override;
+  void upload(const void* src, detail::Out out) override;
   void download(const detail::TensorImpl& t, void* dst) override;
   void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
-                   std::span<const double> scalars,
-                   std::span<const detail::TensorImpl* const> outputs) override;
-  void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
-              const detail::TensorImpl& out) override;
+                   std::span<const double> scalars, detail::Outs outputs) override;
+  void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) override;
   bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
-                       const detail::TensorImpl& out) override;
-  void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
-              const detail::TensorImpl& out) override;
-  void random(const detail::RandomSpec& spec, std::uint64_t seed,
-              const detail::TensorImpl& out) override;
+                       detail::Out out) override;
+  void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, detail::Out out) override;
+  void random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) override;
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,
-             const detail::TensorImpl& out) override;
+             detail::Out out) override;
   void sync() override;
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The GPU, its architecture and memory, and the CUDA libraries kiln runs with.

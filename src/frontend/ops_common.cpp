@@ -122,7 +122,7 @@ void run_into(const char* op, const ir::Program& program, std::span<const Handle
     out[o] = allocate(op, be, shape, program.dtype(program.outputs[o]));
     outs[o] = out[o].get();
   }
-  be.elementwise(program, {in, n_in}, scalars, {outs, n_out});
+  be.elementwise(program, {in, n_in}, scalars, detail::Outs({outs, n_out}));
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ Handle from_data(const void* data, std::size_t count, DType dtype, const Dims& s
   }
   Backend& be = backend_of(device);
   Handle t = allocate("from_data", be, shape, dtype);
-  be.upload(data, *t);
+  be.upload(data, detail::Out(*t));
   return t;
 }
 
@@ -91,7 +91,7 @@ Handle random(const Dims& shape, const Distribution& dist, Device device, std::u
   }
   Backend& be = backend_of(device);
   Handle t = allocate("random", be, shape, DType::f32);
-  be.random(spec, seed, *t);
+  be.random(spec, seed, detail::Out(*t));
   return dtype == DType::f32 ? t : cast(t, dtype);
 }
 

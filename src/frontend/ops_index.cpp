@@ -50,7 +50,7 @@ Handle run(const char* op, IndexOp kind, const Handle& x, int dim, const Handle&
   if (out->numel() == 0) return out;
   const Handle xc = contiguous(x), ic = contiguous(index);
   const Handle sc = src ? contiguous(*src) : nullptr;
-  be.index(kind, *xc, dim, *ic, sc.get(), *out);
+  be.index(kind, *xc, dim, *ic, sc.get(), detail::Out(*out));
   return out;
 }
 
@@ -113,11 +113,11 @@ Handle scatter_add(const Handle& x, int dim, const Handle& index, const Handle& 
   copy.output(copy.input(x->dtype));
   const TensorImpl* whole_in[] = {x.get()};
   const TensorImpl* whole_out[] = {out.get()};
-  be.elementwise(copy, whole_in, {}, whole_out);
+  be.elementwise(copy, whole_in, {}, detail::Outs(whole_out));
   const Handle target = narrow_to(out, dim, extents);
   const TensorImpl* part_in[] = {part.get()};
   const TensorImpl* part_out[] = {target.get()};
-  be.elementwise(copy, part_in, {}, part_out);
+  be.elementwise(copy, part_in, {}, detail::Outs(part_out));
   return out;
 }
 

@@ -54,7 +54,7 @@ Handle matmul(const Handle& a, const Handle& b) {
   }
   const std::int64_t batch = ba == 1 ? bb : ba;
   Handle out = allocate("matmul", be, {batch, m, n}, a->dtype);
-  if (out->numel() > 0) be.matmul(as_batched(*a, batch), as_batched(*b, batch), *out);
+  if (out->numel() > 0) be.matmul(as_batched(*a, batch), as_batched(*b, batch), detail::Out(*out));
   if (a->rank() == 2 && b->rank() == 2) return view(*out, {m, n}, {n, 1}, out->offset);
   return out;
 }

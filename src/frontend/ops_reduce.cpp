@@ -25,7 +25,7 @@ Handle reduce_keep(Reduction op, const Handle& x, int dim) {
   }
   Backend& be = backend_of(x->device);
   Handle out = allocate(name, be, out_shape, reduce_result_dtype(op, x->dtype));
-  if (out->numel() > 0) be.reduce(op, *x, dim, *out);
+  if (out->numel() > 0) be.reduce(op, *x, dim, detail::Out(*out));
   return out;
 }
 

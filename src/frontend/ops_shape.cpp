@@ -149,7 +149,7 @@ Handle cat(std::span<const Handle> xs, int dim) {
     at += x->shape[dim];
     const TensorImpl* in[] = {x.get()};
     const TensorImpl* outs[] = {part.get()};
-    be.elementwise(copy, in, {}, outs);
+    be.elementwise(copy, in, {}, detail::Outs(outs));
   }
   return out;
 }

@@ -97,7 +97,7 @@ Handle pad(const Handle& x, std::span<const std::int64_t> pads, Scalar value) {
   copy.output(copy.input(x->dtype));
   const TensorImpl* in[] = {src.get()};
   const TensorImpl* inner[] = {interior.get()};
-  if (interior->numel() > 0) be.elementwise(copy, in, {}, inner);
+  if (interior->numel() > 0) be.elementwise(copy, in, {}, detail::Outs(inner));
 
   // Borders: for each dim d, the slabs before and after the interior along d, within the
   // interior's range on the dims before d and whole on the dims after it.
@@ -109,7 +109,7 @@ Handle pad(const Handle& x, std::span<const std::int64_t> pads, Scalar value) {
     for (Handle slab : {slice(prefix, d, 0, before[d], 1), slice(prefix, d, stop, shape[d], 1)}) {
       if (slab->numel() == 0) continue;
       const TensorImpl* outs[] = {slab.get()};
-      be.elementwise(fill, {}, std::span<const double>(&v, 1), outs);
+      be.elementwise(fill, {}, std::span<const double>(&v, 1), detail::Outs(outs));
     }
     prefix = slice(prefix, d, before[d], stop, 1);
   }

@@ -75,7 +75,7 @@ void trace_reduction(const Device& device, detail::ReduceOp op, int dim, const G
 // and its other results are written when it closes only if a handle to them is still alive
 // then. False, with nothing done, where the backend cannot take this prologue.
 bool reduce_with_prologue(detail::Backend& inner, Group& g, detail::ReduceOp op,
-                          const detail::TensorImpl& x, int dim, const detail::TensorImpl& out) {
+                          const detail::TensorImpl& x, int dim, detail::Out out) {
   g.program.output(unbound(x)->node);
   struct Output {  // x's node is the program's one output for the plan lookup only
     ir::Program& p;
@@ -109,14 +109,13 @@ void Fusion::bind(const detail::TensorImpl& t) {
   if (PendingBuffer* p = unbound(t)) p->bind(inner().empty({p->numel()}, p->dtype())->buffer);
 }
 
-void Fusion::upload(const void* src, const detail::TensorImpl& t) {
-  bind(t);
-  inner().upload(src, t);
+void Fusion::upload(const void* src, detail::Out out) {
+  bind(*out);
+  inner().upload(src, out);
 }
 
-void Fusion::random(const detail::RandomSpec& spec, std::uint64_t seed,
-                    const detail::TensorImpl& out) {
-  bind(out);
+void Fusion::random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) {
+  bind(*out);
   inner().random(spec, seed, out);
 }
 
@@ -131,52 +130,50 @@ void Fusion::sync() {
   inner().sync();
 }
 
-void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
-                    const detail::TensorImpl& out) {
+void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) {
   {
     std::lock_guard lock(mu_);
     if (group_.reads_in_registers(x) && x.shape == group_.shape) {
-      bind(out);
+      bind(*out);
       if (reduce_with_prologue(inner(), group_, op, x, dim, out)) return;
     }
     flush_locked();
   }
   require_memory(x);
-  bind(out);
+  bind(*out);
   inner().reduce(op, x, dim, out);
 }
 
-void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
-                    const detail::TensorImpl& out) {
+void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, detail::Out out) {
   flush();
   require_memory(a);
   require_memory(b);
-  bind(out);
+  bind(*out);
   inner().matmul(a, b, out);
 }
 
 void Fusion::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
                    const detail::TensorImpl& index, const detail::TensorImpl* src,
-                   const detail::TensorImpl& out) {
+                   detail::Out out) {
   flush();
   require_memory(x);
   require_memory(index);
   if (src) require_memory(*src);
-  bind(out);
+  bind(*out);
   inner().index(op, x, dim, index, src, out);
 }
 
 void Fusion::elementwise(const ir::Program& program,
                          std::span<const detail::TensorImpl* const> inputs,
-                         std::span<const double> scalars,
-                         std::span<const detail::TensorImpl* const> outputs) {
+                         std::span<const double> scalars, detail::Outs outs) {
   std::lock_guard lock(mu_);
+  const std::span<const detail::TensorImpl* const> outputs = outs.tensors;
   const Dims& shape = outputs[0]->shape;
   if (!fresh_outputs(outputs) || outputs[0]->numel() == 0 || inputs.size() > kMaxCallInputs) {
     flush_locked();
     for (const detail::TensorImpl* t : inputs) require_memory(*t);
     for (const detail::TensorImpl* t : outputs) bind(*t);
-    inner().elementwise(program, inputs, scalars, outputs);
+    inner().elementwise(program, inputs, scalars, outs);
     return;
   }
   // A pending result read other than element for element must exist in memory first.
@@ -246,7 +243,7 @@ void Fusion::flush_locked() {
     p->bind(run_handles_.back()->buffer);
     run_outputs_.push_back(run_handles_.back().get());
   }
-  inner().elementwise(plan.program, run_inputs_, run_scalars_, run_outputs_);
+  inner().elementwise(plan.program, run_inputs_, run_scalars_, detail::Outs(run_outputs_));
   count_group(g, plan, found.hit, run_inputs_);
 }
 

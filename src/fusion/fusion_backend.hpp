@@ -28,25 +28,21 @@ namespace kiln::fusion {
 
 class Fusion final : public detail::Decorator {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 3);
+  static_assert(detail::kBackendInterfaceVersion == 4);
   explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
   detail::Handle empty(const Dims& shape, DType dtype) override;
-  void upload(const void* src, const detail::TensorImpl& t) override;
+  void upload(const void* src, detail::Out out) override;
   void download(const detail::TensorImpl& t, void* dst) override;
   void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
-                   std::span<const double> scalars,
-                   std::span<const detail::TensorImpl* const> outputs) override;
-  void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
-              const detail::TensorImpl& out) override;
-  void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
-              const detail::TensorImpl& out) override;
-  void random(const detail::RandomSpec& spec, std::uint64_t seed,
-              const detail::TensorImpl& out) override;
+                   std::span<const double> scalars, detail::Outs outputs) override;
+  void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) override;
+  void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, detail::Out out) override;
+  void random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) override;
   // Closes the open group like matmul: the indexing ops read and write memory.
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,
-             const detail::TensorImpl& out) override;
+             detail::Out out) override;
   void sync() override;
   // Runs the open group, if any.
   void flush() override;

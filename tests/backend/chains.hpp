@@ -590,7 +590,7 @@ class ChainTest : public ::testing::TestWithParam<ChainSpec> {
   // One elementwise() call, with the operand lists written inline.
   void elementwise(const kiln::ir::Program& p, const std::vector<const TensorImpl*>& in,
                    const std::vector<double>& scalars, const std::vector<const TensorImpl*>& out) {
-    be().elementwise(p, in, scalars, out);
+    be().elementwise(p, in, scalars, kiln::detail::Outs(out));
   }
 
   // Leaves freed blocks of n elements of dtype t, poisoned, in the allocator below the chain,
@@ -602,7 +602,7 @@ class ChainTest : public ::testing::TestWithParam<ChainSpec> {
     std::vector<Handle> held;
     for (int i = 0; i < 4; ++i) {
       held.push_back(be().empty({n}, t));
-      be().upload(poison(n, t).bytes.data(), *held.back());
+      be().upload(poison(n, t).bytes.data(), kiln::detail::Out(*held.back()));
     }
     be().sync();
   }
@@ -612,7 +612,7 @@ class ChainTest : public ::testing::TestWithParam<ChainSpec> {
     Operand o;
     o.buffer = be().empty({p.extent}, t);
     const Raw bytes = poisoned ? poison(p.extent, t) : encode(host, t);
-    be().upload(bytes.bytes.data(), *o.buffer);
+    be().upload(bytes.bytes.data(), kiln::detail::Out(*o.buffer));
     o.view = *o.buffer;
     o.view.shape = s;
     o.view.strides = p.strides;

@@ -68,7 +68,7 @@ class BackendMatmul : public kc::ChainTest {
       for (double& b : bound) b *= 2;
     const Dims os{p.batch, p.m, p.n};
     Operand out = output(os, t, lo);
-    be().matmul(a.view, c.view, out.view);
+    be().matmul(a.view, c.view, kiln::detail::Out(out.view));
     EXPECT_TRUE(kc::matches(read(out), os, want, half ? kt::Tol{0.5, 0, 0} : kt::kExact, &bound));
     EXPECT_TRUE(untouched_outside(out));
   }
@@ -130,8 +130,8 @@ TEST_P(BackendMatmul, PendingOperands) {
   Handle out = be().empty({p.batch, p.m, p.n}, DType::f32);
   Handle out2 = be().empty({p.batch, p.k, p.k}, DType::f32);
   Handle back = be().empty({p.batch, p.m, p.n}, DType::f32);
-  be().matmul(*a, *c, *out);
-  be().matmul(at, *a, *out2);                       // a^T a: a transposed view of a pending a
+  be().matmul(*a, *c, kiln::detail::Out(*out));
+  be().matmul(at, *a, kiln::detail::Out(*out2));    // a^T a: a transposed view of a pending a
   elementwise(neg, {out.get()}, {}, {back.get()});  // a result of matmul read by a later call
 
   Values av, cv;
@@ -195,7 +195,7 @@ TEST_P(BackendMatmul, HalfOperands) {
     elementwise(twice, {&x.view}, {2.0}, {a.get()});
     elementwise(neg, {&y.view}, {}, {c.get()});
     Handle out = be().empty({p.batch, p.m, p.n}, t);
-    be().matmul(*a, *c, *out);
+    be().matmul(*a, *c, kiln::detail::Out(*out));
     Values av, cv;
     for (double v : x.values()) av.push_back(2 * v);
     for (double v : y.values()) cv.push_back(-v);
@@ -262,7 +262,7 @@ TEST_P(BackendMatmul, RejectsOperandsOutsideTheContract) {
     SCOPED_TRACE(b.what);
     Operand out = output(b.os, b.ot, b.lo);
     try {
-      be().matmul(*b.a, *b.c, out.view);
+      be().matmul(*b.a, *b.c, kiln::detail::Out(out.view));
       be().sync();
       ADD_FAILURE() << b.what << ": no exception";
     } catch (const kiln::DTypeError& e) {

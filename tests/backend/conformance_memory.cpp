@@ -105,7 +105,7 @@ TEST_P(BackendMemory, EmptyIsAContiguousTensorOfTheShapeAsked) {
       EXPECT_TRUE(h->is_contiguous());
       EXPECT_GE(h->buffer->bytes(), static_cast<std::size_t>(h->numel()) * kiln::dtype_size(t));
       const kc::Raw data = random_bytes(h->numel(), t);
-      be().upload(data.bytes.data(), *h);
+      be().upload(data.bytes.data(), kiln::detail::Out(*h));
       EXPECT_TRUE(same_bytes(read(*h), data));
     }
   }
@@ -118,11 +118,11 @@ TEST_P(BackendMemory, UploadDownloadRoundTrip) {
       SCOPED_TRACE(std::string(kiln::dtype_name(t)) + " " + std::to_string(n));
       const Handle h = be().empty({n}, t);
       const kc::Raw data = random_bytes(n, t);
-      be().upload(data.bytes.data(), *h);
+      be().upload(data.bytes.data(), kiln::detail::Out(*h));
       EXPECT_TRUE(same_bytes(read(*h), data));
       // A second upload replaces the first.
       const kc::Raw again = random_bytes(n, t);
-      be().upload(again.bytes.data(), *h);
+      be().upload(again.bytes.data(), kiln::detail::Out(*h));
       EXPECT_TRUE(same_bytes(read(*h), again));
     }
   }
@@ -136,7 +136,7 @@ TEST_P(BackendMemory, UploadDownloadAtAnOffset) {
       SCOPED_TRACE(std::string(kiln::dtype_name(t)) + " " + kiln::format_dims(shape));
       const Operand o = output(shape, t, kc::offset());  // a poisoned buffer, the view at 13
       const kc::Raw data = random_bytes(kc::detail::numel(shape), t);
-      be().upload(data.bytes.data(), o.view);
+      be().upload(data.bytes.data(), kiln::detail::Out(o.view));
       EXPECT_TRUE(same_bytes(read(o.view), data));
       EXPECT_TRUE(same_bytes(read(o), data));  // (read(o) gathers from the whole buffer)
       EXPECT_TRUE(untouched_outside(o));
@@ -149,7 +149,7 @@ TEST_P(BackendMemory, EmptyTransfers) {
   for (DType t : kDTypes) {
     const Operand o = output({0, 4}, t, kc::offset());
     const kc::Raw data = random_bytes(4, t);  // never read
-    be().upload(data.bytes.data(), o.view);
+    be().upload(data.bytes.data(), kiln::detail::Out(o.view));
     EXPECT_TRUE(untouched_outside(o));
     unsigned char sentinel[8];
     std::memset(sentinel, 0xC3, sizeof sentinel);

@@ -52,12 +52,12 @@ TEST_P(BackendRandom, FollowsThePhiloxStream) {
         kt::Tol tol;
         const Values want = stream(spec, seed, kc::detail::numel(shape), tol);
         Operand out = output(shape, DType::f32, l);
-        be().random(spec, seed, out.view);
+        be().random(spec, seed, kiln::detail::Out(out.view));
         EXPECT_TRUE(kc::matches(read(out), shape, want, tol));
         EXPECT_TRUE(untouched_outside(out));
         // A fresh output from empty() (a fusion decorator gives it memory at this call).
         Handle fresh = be().empty(shape, DType::f32);
-        be().random(spec, seed, *fresh);
+        be().random(spec, seed, kiln::detail::Out(*fresh));
         EXPECT_TRUE(kc::matches(read(*fresh), shape, want, tol));
       }
     }
@@ -72,7 +72,7 @@ TEST_P(BackendRandom, EverySeedBitCounts) {
     kt::Tol tol;
     const Values want = stream(spec, s, 64, tol);
     Operand out = output({64}, DType::f32);
-    be().random(spec, s, out.view);
+    be().random(spec, s, kiln::detail::Out(out.view));
     EXPECT_TRUE(kc::matches(read(out), {64}, want, tol)) << "seed " << s;
   }
 }
@@ -81,7 +81,7 @@ TEST_P(BackendRandom, EverySeedBitCounts) {
 TEST_P(BackendRandom, EmptyOutput) {
   for (const Dims& shape : {Dims{0}, Dims{3, 0}}) {
     Operand out = output(shape, DType::f32, kc::offset());
-    be().random({RandomSpec::Kind::normal, 0, 1}, rng()(), out.view);
+    be().random({RandomSpec::Kind::normal, 0, 1}, rng()(), kiln::detail::Out(out.view));
     EXPECT_TRUE(untouched_outside(out));
   }
 }
@@ -92,7 +92,8 @@ TEST_P(BackendRandom, FillsOnlyF32) {
   for (DType t : {DType::i32, DType::boolean}) {
     for (auto kind : {RandomSpec::Kind::uniform, RandomSpec::Kind::normal}) {
       Operand out = output({9}, t);
-      EXPECT_THROW(be().random({kind, 0, 1}, 7, out.view), kiln::DTypeError) << kiln::dtype_name(t);
+      EXPECT_THROW(be().random({kind, 0, 1}, 7, kiln::detail::Out(out.view)), kiln::DTypeError)
+          << kiln::dtype_name(t);
     }
   }
 }

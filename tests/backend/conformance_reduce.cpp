@@ -151,7 +151,7 @@ class BackendReduce : public kc::ChainTest {
     expected(op, x.view.dtype, x.values(), shape, dim, want, slack, tol);
     const Dims os = out_shape(shape, dim);
     Operand out = output(os, kiln::detail::reduce_result_dtype(op, x.view.dtype), out_layout);
-    be().reduce(op, x.view, dim, out.view);
+    be().reduce(op, x.view, dim, kiln::detail::Out(out.view));
     EXPECT_TRUE(kc::matches(read(out), os, want, tol, &slack));
     EXPECT_TRUE(untouched_outside(out));
   }
@@ -172,7 +172,7 @@ class BackendReduce : public kc::ChainTest {
     }
     Operand out = output(os, ot, l);
     try {
-      be().reduce(op, pending_ ? *copied : x.view, dim, out.view);
+      be().reduce(op, pending_ ? *copied : x.view, dim, kiln::detail::Out(out.view));
       ADD_FAILURE() << what << ": no exception";
     } catch (const E& e) {
       EXPECT_NE(std::string(e.what()).find(kiln::detail::reduce_name(op)), std::string::npos)
@@ -252,7 +252,7 @@ TEST_P(BackendReduce, NaNsAndTies) {
       const auto where = x.where();
       for (auto [r, c] : {std::pair{1, 6}, {3, 2}, {3, 7}, {0, 4}})
         x.host[static_cast<std::size_t>(where[static_cast<std::size_t>(r * 9 + c)])] = nan;
-      be().upload(kc::encode(x.host, t).bytes.data(), *x.buffer);
+      be().upload(kc::encode(x.host, t).bytes.data(), kiln::detail::Out(*x.buffer));
       for (ReduceOp op : kOps)
         for (int dim : {-1, 0, 1}) check(op, x, dim);
     }
@@ -311,7 +311,7 @@ TEST_P(BackendReduce, PendingInput) {
           expected(op, vt, v, shape, dim, want, slack, tol);
           const Dims os = out_shape(shape, dim);
           Operand out = output(os, kiln::detail::reduce_result_dtype(op, vt));
-          be().reduce(op, *y, dim, out.view);
+          be().reduce(op, *y, dim, kiln::detail::Out(out.view));
           EXPECT_TRUE(kc::matches(read(out), os, want, tol, &slack));
           EXPECT_TRUE(kc::matches(read(*y), shape, v)) << "the reduced result itself";
         }
@@ -356,7 +356,7 @@ TEST_P(BackendReduce, PendingHalfInput) {
         expected(op, t, v, shape, dim, want, slack, tol);
         const Dims os = out_shape(shape, dim);
         Operand out = output(os, kiln::detail::reduce_result_dtype(op, t));
-        be().reduce(op, *y, dim, out.view);
+        be().reduce(op, *y, dim, kiln::detail::Out(out.view));
         EXPECT_TRUE(kc::matches(read(out), os, want, tol, &slack));
         EXPECT_TRUE(kc::matches(read(*y), shape, v)) << "the reduced result itself";
       }
@@ -400,7 +400,7 @@ TEST_P(BackendReduce, ViewsOfAPendingInput) {
         expected(op, DType::f32, vs, v.shape, dim, want, slack, tol);
         const Dims os = out_shape(v.shape, dim);
         Operand out = output(os, kiln::detail::reduce_result_dtype(op, DType::f32));
-        be().reduce(op, v, dim, out.view);
+        be().reduce(op, v, dim, kiln::detail::Out(out.view));
         EXPECT_TRUE(kc::matches(read(out), os, want, tol, &slack))
             << kiln::detail::reduce_name(op) << " over dim " << dim;
       }
@@ -451,7 +451,7 @@ TEST_P(BackendReduce, PrologueCalledDirectly) {
           const Dims os = out_shape(shape, dim);
           Operand out = output(os, kiln::detail::reduce_result_dtype(op, vt));
           const Prologue pro{prog, ins, scalars, shape};
-          if (be().reduce_prologue(op, pro, dim, out.view)) {
+          if (be().reduce_prologue(op, pro, dim, kiln::detail::Out(out.view))) {
             ++taken;
             Values want, slack;
             kt::Tol tol;
@@ -531,7 +531,8 @@ TEST_P(BackendReduce, PrologueErrorsOrDeclines) {
     Operand out = output(b.os, b.ot);
     bool taken = false;
     try {
-      taken = be().reduce_prologue(b.op, Prologue{neg, ins, {}, shape}, b.dim, out.view);
+      taken = be().reduce_prologue(b.op, Prologue{neg, ins, {}, shape}, b.dim,
+                                   kiln::detail::Out(out.view));
       EXPECT_FALSE(taken) << "an invalid call was taken";
       const kc::Raw got = read(out);
       for (std::int64_t k = 0; k < got.size(); ++k)

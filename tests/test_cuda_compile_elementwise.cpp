@@ -3,12 +3,15 @@
 // layout fails here rather than on the GPU machine.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/random_source.hpp"
 #include "ir/cuda_codegen.hpp"
+#include "ir/derivative.hpp"
 #include "kiln/error.hpp"
 
 namespace {
@@ -76,6 +79,24 @@ TEST(CudaCompile, EveryElementwiseOpDTypeAndLayout) {
       auto cubin = kiln::cuda::compile_cubin(k.source, "test_" + l.tag() + ".cu", "sm_90");
       EXPECT_GT(cubin.size(), 0u);
     }
+  }
+}
+
+// The gradient program of every float op (autodiff runs it as an element-wise call like any
+// other): seeded on every output, for every input.
+TEST(CudaCompile, GradientOfEveryFloatOp) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(kiln::dtype_name(t));
+    const Program p = every_op(t);
+    std::array<bool, 128> all;
+    all.fill(true);
+    ASSERT_LE(p.outputs.size(), all.size());
+    const kiln::ir::Gradient g = kiln::ir::gradient(p, std::span(all).first(p.outputs.size()),
+                                                    std::span(all).first(p.inputs.size()));
+    ASSERT_EQ(g.inputs, (std::vector<int>{0, 1}));  // x and y; the bool condition gets none
+    const auto l = layout_for(g.program, true, false, Access::contiguous, 1);
+    auto k = kiln::ir::cuda_kernel(g.program, l);
+    EXPECT_GT(kiln::cuda::compile_cubin(k.source, "test_gradient.cu", "sm_90").size(), 0u);
   }
 }
 

@@ -29,8 +29,9 @@ TEST(CudaDiscovery, PresentWithArchOrAbsentWithReason) {
   if (kt::cuda_reason().empty()) {
     auto& ctx = kiln::cuda::context(0);
     const std::string cuda = "cuda<" + ctx.arch() + ">";
+    const std::string chain = KILN_WITH_FUSION ? "fusion<" + cuda + ">" : cuda;
     EXPECT_EQ(Device::cuda(0).backend_name(),
-              KILN_WITH_FUSION ? "dispatch<fusion<" + cuda + ">>" : "dispatch<" + cuda + ">");
+              KILN_WITH_AUTODIFF ? "dispatch<autodiff<" + chain + ">>" : "dispatch<" + chain + ">");
     EXPECT_EQ(Device::best(), Device::cuda(0));
     EXPECT_EQ(infos.at(1).name, "cuda:0");
   } else {

@@ -165,7 +165,8 @@ TEST_P(ErrorsTest, DeviceRegistry) {
 
 TEST_P(ErrorsTest, BackendNameAndFeatures) {
   const auto name = Device::cpu().backend_name();
-  EXPECT_EQ(name.rfind(KILN_WITH_FUSION ? "dispatch<fusion<cpu<" : "dispatch<cpu<", 0), 0u) << name;
+  const std::string top = KILN_WITH_AUTODIFF ? "dispatch<autodiff<" : "dispatch<";
+  EXPECT_EQ(name.rfind(top + (KILN_WITH_FUSION ? "fusion<cpu<" : "cpu<"), 0), 0u) << name;
   EXPECT_TRUE(name.size() > 15 && name.substr(name.size() - 2) == ">>") << name;
   std::set<std::string> names;
   for (const auto& f : kiln::features()) {
@@ -176,6 +177,7 @@ TEST_P(ErrorsTest, BackendNameAndFeatures) {
   EXPECT_TRUE(names.count("simd"));
   EXPECT_TRUE(names.count("threads"));
   EXPECT_TRUE(names.count("fusion"));
+  EXPECT_TRUE(names.count("autodiff"));
   EXPECT_FALSE(kiln::version().empty());
 }
 
@@ -196,13 +198,17 @@ TEST_P(ConfigTest, SwitchesShowInNameAndFeatures) {
   EXPECT_EQ(kiln::config().simd, false);
   EXPECT_EQ(kiln::config().threads, 0);
   EXPECT_EQ(kiln::config().fusion, false);
-  EXPECT_EQ(Device::cpu().backend_name(), "dispatch<cpu<scalar>>");
+  // The chain over the backend, with autodiff outermost where it is compiled in.
+  auto chain = [](const std::string& inner) {
+    return KILN_WITH_AUTODIFF ? "dispatch<autodiff<" + inner + ">>" : "dispatch<" + inner + ">";
+  };
+  EXPECT_EQ(Device::cpu().backend_name(), chain("cpu<scalar>"));
   EXPECT_FALSE(live("simd"));
   EXPECT_FALSE(live("threads"));
   EXPECT_FALSE(live("fusion"));
   kiln::set_config({.simd = false, .threads = 0, .fusion = true});
   EXPECT_EQ(Device::cpu().backend_name(),
-            KILN_WITH_FUSION ? "dispatch<fusion<cpu<scalar>>>" : "dispatch<cpu<scalar>>");
+            chain(KILN_WITH_FUSION ? "fusion<cpu<scalar>>" : "cpu<scalar>"));
   kiln::set_config({.simd = true, .threads = -1});
   EXPECT_EQ(live("simd"), bool(KILN_WITH_SIMD));
   EXPECT_EQ(live("threads"), bool(KILN_WITH_THREADS));

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -181,6 +182,36 @@ class Tensor {
   Tensor to(DType dtype) const { return Tensor(detail::cast(h("to"), dtype)); }
   // A row-major dense copy, or this tensor if it already is one.
   Tensor contiguous() const { return Tensor(detail::contiguous(h("contiguous"))); }
+
+  // Autodiff (docs/autodiff.md). requires_grad(true) marks a leaf (a tensor no recorded op made)
+  // of a floating dtype as needing a gradient: ops on it are recorded, and backward() adds the
+  // gradient to grad(). The mark belongs to the tensor's memory, so copies and views of it share
+  // it (and their gradients land in one grad). Returns this tensor.
+  Tensor requires_grad(bool on) const {
+    detail::set_requires_grad(h("requires_grad"), on);
+    return *this;
+  }
+  bool requires_grad() const { return detail::requires_grad(h("requires_grad")); }
+  // The gradient backward() accumulated into this leaf (none before the first backward, after
+  // zero_grad(), and for a tensor that is not a leaf).
+  std::optional<Tensor> grad() const {
+    detail::Handle g = detail::grad(h("grad"));
+    if (!g) return std::nullopt;
+    return Tensor(std::move(g));
+  }
+  void zero_grad() const { detail::zero_grad(h("zero_grad")); }
+  // Gradients of this one-element tensor (or, with grad_output, of the sum of this tensor times
+  // grad_output) with respect to every leaf behind it. retain_graph keeps what the recorded ops
+  // saved, so that backward can run through them again.
+  void backward(bool retain_graph = false) const {
+    detail::backward(h("backward"), nullptr, retain_graph);
+  }
+  void backward(const Tensor& grad_output, bool retain_graph = false) const {
+    detail::backward(h("backward"), grad_output.h("backward"), retain_graph);
+  }
+  // The same values, needing no gradient: a copy (kiln's tensors are values, and the mark
+  // belongs to memory).
+  Tensor detach() const { return Tensor(detail::detach(h("detach"))); }
 
   // Element-wise unary ops (float ops promote i32 and bool to f32).
   // One method per unary op of kiln/detail/op_list.hpp: neg, abs, relu, sin, cos, tan, exp, log,

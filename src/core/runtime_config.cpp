@@ -24,6 +24,7 @@ constexpr bool kThreadsCompiled = KILN_WITH_THREADS;
 constexpr bool kFusionCompiled = KILN_WITH_FUSION;
 constexpr bool kPersistenceCompiled = KILN_WITH_PERSISTENCE;
 constexpr bool kAutotuneCompiled = KILN_WITH_AUTOTUNE;
+constexpr bool kAutodiffCompiled = KILN_WITH_AUTODIFF;
 
 // Where the value in force came from, for features().
 struct Source {
@@ -198,6 +199,10 @@ std::vector<FeatureState> detail::switch_states() {
       "KILN_PERSISTENCE=0", "built with -DKILN_PERSISTENCE=OFF");
   add("autotune", kAutotuneCompiled, s.cfg.autotune, s.src.autotune_from_env, "KILN_AUTOTUNE=0",
       "built with -DKILN_AUTOTUNE=OFF");
+  // No run-time switch: a tensor that needs no gradient records nothing (NoGradGuard per scope).
+  out.push_back({"autodiff", kAutodiffCompiled, kAutodiffCompiled,
+                 kAutodiffCompiled ? "on: records ops on tensors that need a gradient"
+                                   : "built with -DKILN_AUTODIFF=OFF"});
   return out;
 }
 

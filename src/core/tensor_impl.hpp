@@ -11,6 +11,10 @@
 #include "kiln/dtype.hpp"
 #include "kiln/shape.hpp"
 
+namespace kiln::autodiff {
+struct Meta;  // src/autodiff/graph.hpp
+}
+
 namespace kiln::detail {
 
 // Memory owned by a backend: host memory for the CPU, device memory for CUDA. Every buffer that
@@ -27,6 +31,11 @@ class Buffer {
   std::size_t bytes() const { return bytes_; }
   // Made by the deferred constructor (a fusion decorator's PendingBuffer).
   bool deferred() const { return !counted_; }
+
+  // Set by the autodiff decorator where these elements need a gradient (a leaf that requires
+  // one, or the result of an op recorded for backward); null otherwise, which is what an op on
+  // tensors needing no gradient checks. Views share their buffer, hence its gradient.
+  std::shared_ptr<autodiff::Meta> autograd;
 
  protected:
   struct Deferred {};

@@ -17,6 +17,9 @@
 #if KILN_WITH_FUSION
 #include "fusion/fusion_backend.hpp"
 #endif
+#if KILN_WITH_AUTODIFF
+#include "autodiff/autodiff_backend.hpp"
+#endif
 #if KILN_WITH_CUDA
 #include "cuda/context.hpp"
 #include "cuda/cuda_backend.hpp"
@@ -40,6 +43,12 @@ constexpr DecoratorKind kDecoratorList[] = {
     {fusion_live,
      [](Backend& inner) -> std::unique_ptr<Backend> {
        return std::make_unique<fusion::Fusion>(inner);
+     }},
+#endif
+#if KILN_WITH_AUTODIFF
+    {nullptr,  // always live: a tensor that needs no gradient costs one check per input
+     [](Backend& inner) -> std::unique_ptr<Backend> {
+       return std::make_unique<autodiff::Autodiff>(inner);
      }},
 #endif
     {nullptr, nullptr},  // (the end: an array cannot be empty)

@@ -103,6 +103,17 @@ Handle unsqueeze(const Handle& x, int dim);
 Handle squeeze(const Handle& x, int dim);
 Handle expand(const Handle& x, const Dims& shape);
 Handle contiguous(const Handle& x);
+
+// Autodiff (src/frontend/autograd.cpp; docs/autodiff.md).
+void set_requires_grad(const Handle& t, bool on);
+bool requires_grad(const Handle& t);
+Handle grad(const Handle& t);  // null where there is none
+void zero_grad(const Handle& t);
+// grad_output null: ones, for a one-element t.
+void backward(const Handle& t, const Handle& grad_output, bool retain_graph);
+Handle detach(const Handle& t);
+bool grad_enabled();
+void set_grad_enabled(bool on);
 // Views: pieces of `size` along dim (the last one shorter), or of the given sizes.
 std::vector<Handle> split(const Handle& x, std::int64_t size, int dim);
 std::vector<Handle> split(const Handle& x, std::span<const std::int64_t> sizes, int dim);

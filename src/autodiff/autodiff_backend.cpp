@@ -1,0 +1,81 @@
+// Recording calls that need a gradient.
+#include "autodiff/autodiff_backend.hpp"
+
+#include "autodiff/nodes.hpp"
+#include "ir/derivative.hpp"
+
+namespace kiln::autodiff {
+
+namespace {
+
+// Whether t's elements need a gradient: its buffer carries a Meta.
+bool needs(const detail::TensorImpl& t) { return t.buffer && t.buffer->autograd != nullptr; }
+
+// Makes `node` the writer of output `index`, `out`, of a floating dtype.
+void attach(const std::shared_ptr<Node>& node, std::size_t index, const detail::TensorImpl& out) {
+  if (node->outputs.size() <= index) node->outputs.resize(index + 1);
+  if (!ir::differentiable(out.dtype)) return;
+  std::shared_ptr<Meta> m = meta_for(out);
+  m->writers.push_back(node);
+  node->outputs[index] = {m, View::of(out)};
+}
+
+void finish(const std::shared_ptr<Node>& node, Device device) {
+  node->sequence = next_sequence();
+  node->device = device;
+}
+
+}  // namespace
+
+void Autodiff::elementwise(const ir::Program& program,
+                           std::span<const detail::TensorImpl* const> inputs,
+                           std::span<const double> scalars, detail::Outs outputs) {
+  inner().elementwise(program, inputs, scalars, outputs);
+  if (!grad_enabled()) return;
+  bool any = false;
+  for (const detail::TensorImpl* t : inputs) any |= needs(*t);
+  if (!any) return;
+  std::unique_ptr<bool[]> wanted(new bool[inputs.size()]);
+  any = false;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    wanted[i] = needs(*inputs[i]) && ir::differentiable(program.inputs[i]);
+    any |= wanted[i];
+  }
+  if (!any) return;
+  auto node = elementwise_node(program, inputs, scalars, {wanted.get(), inputs.size()});
+  finish(node, device());
+  for (std::size_t o = 0; o < outputs.tensors.size(); ++o) attach(node, o, *outputs.tensors[o]);
+}
+
+void Autodiff::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) {
+  inner().reduce(op, x, dim, out);
+  if (!grad_enabled() || !needs(x) || !ir::differentiable(out->dtype)) return;
+  auto node = reduce_node(op, x, dim, *out);
+  finish(node, device());
+  attach(node, 0, *out);
+}
+
+void Autodiff::matmul(const detail::TensorImpl& a, const detail::TensorImpl& c, detail::Out out) {
+  inner().matmul(a, c, out);
+  if (!grad_enabled() || (!needs(a) && !needs(c))) return;
+  auto node = matmul_node(a, c, needs(a), needs(c));
+  finish(node, device());
+  attach(node, 0, *out);
+}
+
+void Autodiff::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
+                     const detail::TensorImpl& index, const detail::TensorImpl* src,
+                     detail::Out out) {
+  inner().index(op, x, dim, index, src, out);
+  const bool want_x = needs(x), want_src = src && needs(*src);
+  if (!grad_enabled() || (!want_x && !want_src) || !ir::differentiable(out->dtype)) return;
+  auto node = index_node(op, x, dim, index, src, want_x, want_src);
+  finish(node, device());
+  attach(node, 0, *out);
+}
+
+std::vector<detail::BackendFeature> Autodiff::features() const {
+  return {{"autodiff", "reverse mode; records only ops on tensors that need a gradient"}};
+}
+
+}  // namespace kiln::autodiff

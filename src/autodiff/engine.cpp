@@ -1,0 +1,93 @@
+// The backward pass: gather the nodes, run them in reverse recording order.
+#include "autodiff/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autodiff/tensor_ops.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::autodiff {
+
+namespace {
+
+struct GradModeOff {
+  bool was = grad_enabled();
+  GradModeOff() { set_grad_enabled(false); }
+  ~GradModeOff() { set_grad_enabled(was); }
+};
+
+// Every node behind the roots' metas, latest recorded first (a node's inputs come from earlier
+// nodes, so this is a reverse topological order).
+std::vector<Node*> nodes_behind(std::span<Meta* const> roots) {
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen;
+  std::vector<Meta*> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    Meta* m = todo.back();
+    todo.pop_back();
+    for (const auto& w : m->writers) {
+      if (!seen.insert(w.get()).second) continue;
+      order.push_back(w.get());
+      for (const Edge& e : w->edges) todo.push_back(e.meta.get());
+    }
+  }
+  std::sort(order.begin(), order.end(),
+            [](const Node* a, const Node* b) { return a->sequence > b->sequence; });
+  return order;
+}
+
+}  // namespace
+
+void backward(std::span<const Root> roots, bool retain_graph,
+              const std::function<Backend&(Device)>& backend) {
+  GradModeOff off;
+  std::vector<Meta*> root_metas;
+  for (const Root& r : roots) {
+    Meta* m = r.tensor->buffer->autograd.get();
+    if (m == nullptr)
+      throw ValueError(
+          "backward: the tensor does not need a gradient (no input of the ops that "
+          "made it was marked with requires_grad, or they ran under NoGradGuard)");
+    accumulate(backend(m->device), *m, View::of(*r.tensor), r.grad);
+    root_metas.push_back(m);
+  }
+  const std::vector<Node*> order = nodes_behind(root_metas);
+
+  // How many nodes still read each non-leaf's pending gradient, so it is freed after the last.
+  std::unordered_map<Meta*, int> readers;
+  for (Node* n : order)
+    for (const auto& o : n->outputs)
+      if (auto m = o.meta.lock()) ++readers[m.get()];
+
+  for (Node* n : order) {
+    std::vector<Handle> grads(n->outputs.size());
+    bool any = false;
+    for (std::size_t i = 0; i < n->outputs.size(); ++i) {
+      const std::shared_ptr<Meta> m = n->outputs[i].meta.lock();
+      if (!m) continue;
+      if (m->pending) {
+        grads[i] = std::make_shared<TensorImpl>(n->outputs[i].view.over(m->pending->buffer));
+        any = true;
+      }
+      if (--readers[m.get()] == 0) m->pending.reset();  // (grads[i] keeps what it needs)
+    }
+    if (!any) continue;
+    if (n->released) {
+      throw ValueError(fmt::format(
+          "backward: the {} op's saved tensors were freed by an earlier backward; pass "
+          "retain_graph = true to the first backward to run backward through the graph again",
+          n->name()));
+    }
+    Backend& be = backend(n->device);
+    const std::vector<Handle> in_grads = n->backward(be, grads);
+    for (std::size_t e = 0; e < n->edges.size(); ++e)
+      if (in_grads[e]) accumulate(be, *n->edges[e].meta, n->edges[e].view, in_grads[e]);
+    if (!retain_graph && n->release()) n->released = true;
+  }
+}
+
+}  // namespace kiln::autodiff

@@ -1,0 +1,71 @@
+// The graph's small pieces: grad mode, views, metas, and releasing long chains iteratively.
+#include "autodiff/graph.hpp"
+
+#include <atomic>
+
+namespace kiln::autodiff {
+
+namespace {
+thread_local bool grad_on = true;
+std::atomic<std::uint64_t> sequence_counter{0};
+
+// A node being destroyed hands the nodes only it kept alive to this stack instead of destroying
+// them inside its own destructor, and the outermost destructor empties it: a 100,000-op chain
+// is freed in a loop, not 100,000 nested destructors.
+thread_local std::vector<std::shared_ptr<Node>> doomed;
+thread_local bool draining = false;
+
+// Moves the writers of `m` out where `m` dies with its last owner (the caller's reference).
+void steal_writers(std::shared_ptr<Meta>& m) {
+  if (m && m.use_count() == 1)
+    for (auto& w : m->writers)
+      if (w.use_count() == 1) doomed.push_back(std::move(w));
+}
+}  // namespace
+
+bool grad_enabled() { return grad_on; }
+void set_grad_enabled(bool on) { grad_on = on; }
+
+std::uint64_t next_sequence() { return sequence_counter.fetch_add(1, std::memory_order_relaxed); }
+
+View View::of(const TensorImpl& t) { return {t.dtype, t.device, t.shape, t.strides, t.offset}; }
+
+TensorImpl View::over(std::shared_ptr<detail::Buffer> buffer) const {
+  TensorImpl t;
+  t.buffer = std::move(buffer);
+  t.device = device;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = strides;
+  t.offset = offset;
+  return t;
+}
+
+std::shared_ptr<Meta> meta_for(const TensorImpl& t) {
+  auto& slot = t.buffer->autograd;
+  if (!slot) {
+    const auto n = static_cast<std::int64_t>(t.buffer->bytes() / dtype_size(t.dtype));
+    slot = std::make_shared<Meta>(t.dtype, n, t.device);
+  }
+  return slot;
+}
+
+Node::~Node() {
+  // Edges first: a Meta that only an edge holds dies with it; then the saved tensors, whose
+  // buffers may hold the same Metas (so only now is each buffer the last owner of its Meta).
+  for (Edge& e : edges) steal_writers(e.meta);
+  edges.clear();
+  for (Handle& h : saved_)
+    if (h && h.use_count() == 1 && h->buffer.use_count() == 1) steal_writers(h->buffer->autograd);
+  saved_.clear();
+  if (draining) return;
+  draining = true;
+  while (!doomed.empty()) {
+    std::shared_ptr<Node> n = std::move(doomed.back());
+    doomed.pop_back();
+    n.reset();  // its destructor pushes what it alone kept alive
+  }
+  draining = false;
+}
+
+}  // namespace kiln::autodiff

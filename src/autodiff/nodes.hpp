@@ -1,0 +1,30 @@
+// The recorded ops, one Node type per backend call that has a gradient.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "autodiff/graph.hpp"
+#include "ir/program.hpp"
+
+namespace kiln::autodiff {
+
+// An element-wise program: its gradient program (ir::gradient) over the saved inputs.
+std::shared_ptr<Node> elementwise_node(const ir::Program& program,
+                                       std::span<const TensorImpl* const> inputs,
+                                       std::span<const double> scalars,
+                                       std::span<const bool> wanted);
+// sum and mean broadcast the gradient back; max and min share it evenly among the elements
+// equal to the result (as PyTorch's amax/amin and full max/min).
+std::shared_ptr<Node> reduce_node(detail::ReduceOp op, const TensorImpl& x, int dim,
+                                  const TensorImpl& out);
+// out = a @ c (batched): da = g @ c^T, dc = a^T @ g.
+std::shared_ptr<Node> matmul_node(const TensorImpl& a, const TensorImpl& c, bool want_a,
+                                  bool want_c);
+// gather / index_select take their gradient back by scatter_add / index_add, and the other way.
+std::shared_ptr<Node> index_node(detail::IndexOp op, const TensorImpl& x, int dim,
+                                 const TensorImpl& index, const TensorImpl* src, bool want_x,
+                                 bool want_src);
+
+}  // namespace kiln::autodiff

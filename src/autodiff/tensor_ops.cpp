@@ -1,0 +1,111 @@
+// Tensor operations on a Backend for the backward pass.
+#include "autodiff/tensor_ops.hpp"
+
+#include <utility>
+
+namespace kiln::autodiff {
+
+std::vector<Handle> run(Backend& be, const ir::Program& program,
+                        std::span<const TensorImpl* const> inputs, std::span<const double> scalars,
+                        const Dims& shape) {
+  std::vector<Handle> outs;
+  std::vector<const TensorImpl*> ptrs;
+  for (std::int32_t o : program.outputs) {
+    outs.push_back(be.empty(shape, program.dtype(o)));
+    ptrs.push_back(outs.back().get());
+  }
+  if (detail::numel(shape) > 0) be.elementwise(program, inputs, scalars, detail::Outs(ptrs));
+  return outs;
+}
+
+Handle zeros(Backend& be, std::int64_t n, DType dtype) {
+  ir::Program p;
+  p.output(p.cast(p.scalar(DType::f32), dtype));
+  const double zero = 0.0;
+  return run(be, p, {}, std::span(&zero, 1), {n})[0];
+}
+
+Handle add(Backend& be, const TensorImpl& a, const TensorImpl& b) {
+  ir::Program p;
+  const DType t = compute_dtype(a.dtype);
+  p.output(p.cast(p.binary(ir::Op::add, p.cast(p.input(a.dtype), t), p.cast(p.input(b.dtype), t)),
+                  a.dtype));
+  const TensorImpl* in[] = {&a, &b};
+  return run(be, p, in, {}, a.shape)[0];
+}
+
+Handle sum_dim(Backend& be, const TensorImpl& x, int dim) {
+  Dims shape = x.shape;
+  shape[dim] = 1;
+  Handle out = be.empty(shape, detail::reduce_result_dtype(detail::ReduceOp::sum, x.dtype));
+  if (out->numel() > 0) be.reduce(detail::ReduceOp::sum, x, dim, detail::Out(*out));
+  return out;
+}
+
+void copy_into(Backend& be, const TensorImpl& src, const TensorImpl& dst) {
+  if (dst.numel() == 0) return;
+  ir::Program p;
+  p.output(p.cast(p.input(src.dtype), dst.dtype));
+  const TensorImpl* in[] = {&src};
+  const TensorImpl* out[] = {&dst};
+  be.elementwise(p, in, {}, detail::Outs(out));
+}
+
+TensorImpl broadcast(const TensorImpl& t, const Dims& shape) {
+  TensorImpl v = t;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (v.shape[d] != shape[d]) v.strides[d] = 0;
+  v.shape = shape;
+  return v;
+}
+
+TensorImpl swapped(const TensorImpl& t, int d0, int d1) {
+  TensorImpl v = t;
+  std::swap(v.shape[d0], v.shape[d1]);
+  std::swap(v.strides[d0], v.strides[d1]);
+  return v;
+}
+
+Handle contiguous(Backend& be, const Handle& t) {
+  if (t->is_contiguous()) return t;
+  Handle c = be.empty(t->shape, t->dtype);
+  copy_into(be, *t, *c);
+  return c;
+}
+
+namespace {
+bool covers_flat(const View& v, std::int64_t numel) {
+  return v.offset == 0 && detail::numel(v.shape) == numel &&
+         v.strides == detail::contiguous_strides(v.shape);
+}
+}  // namespace
+
+void accumulate(Backend& be, Meta& m, const View& view, const Handle& g) {
+  Handle grad = g;
+  View into = view;
+  for (std::size_t d = 0; d < view.shape.size(); ++d) {
+    if (view.strides[d] == 0 && view.shape[d] > 1) {  // broadcast: every element read the same
+      grad = sum_dim(be, *grad, static_cast<int>(d));
+      into.shape[d] = 1;
+    }
+  }
+  if (grad->dtype != m.dtype) {
+    Handle cast = be.empty(grad->shape, m.dtype);
+    copy_into(be, *grad, *cast);
+    grad = cast;
+  }
+  Handle flat;
+  if (covers_flat(into, m.numel) && grad->is_contiguous()) {
+    auto f = std::make_shared<TensorImpl>(*grad);
+    f->shape = {m.numel};
+    f->strides = {1};
+    flat = f;
+  } else {
+    flat = zeros(be, m.numel, m.dtype);
+    copy_into(be, *grad, into.over(flat->buffer));
+  }
+  Handle& slot = m.leaf() ? m.grad : m.pending;
+  slot = slot ? add(be, *slot, *flat) : flat;
+}
+
+}  // namespace kiln::autodiff

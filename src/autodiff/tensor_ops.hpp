@@ -1,0 +1,37 @@
+// The few tensor operations backward needs, as calls on a Backend (below the front end, so
+// without its checks: every caller here passes tensors of matching shapes and dtypes).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "autodiff/graph.hpp"
+#include "ir/program.hpp"
+
+namespace kiln::autodiff {
+
+// Runs `program` over `shape` into new contiguous outputs of the program's output dtypes.
+std::vector<Handle> run(Backend& be, const ir::Program& program,
+                        std::span<const TensorImpl* const> inputs, std::span<const double> scalars,
+                        const Dims& shape);
+// A new contiguous [n] tensor of zeros.
+Handle zeros(Backend& be, std::int64_t n, DType dtype);
+// a + b, same shape and dtype, contiguous.
+Handle add(Backend& be, const TensorImpl& a, const TensorImpl& b);
+// x summed over dim, which is kept with extent 1.
+Handle sum_dim(Backend& be, const TensorImpl& x, int dim);
+// Writes src (any strides, its dtype converted) into the view dst.
+void copy_into(Backend& be, const TensorImpl& src, const TensorImpl& dst);
+// t's view with every dim of extent 1 broadcast (stride 0) to `shape`.
+TensorImpl broadcast(const TensorImpl& t, const Dims& shape);
+// t's view with dims d0 and d1 swapped.
+TensorImpl swapped(const TensorImpl& t, int d0, int d1);
+// t itself where contiguous, else a contiguous copy.
+Handle contiguous(Backend& be, const Handle& t);
+
+// Adds the gradient g of the view `view` of m's buffer to m's gradient (a leaf's grad, or the
+// pending gradient of a non-leaf): summed over the view's broadcast dims, placed through its
+// strides.
+void accumulate(Backend& be, Meta& m, const View& view, const Handle& g);
+
+}  // namespace kiln::autodiff

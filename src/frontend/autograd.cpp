@@ -1,0 +1,109 @@
+// The front end of autodiff: marking leaves, running backward, reading gradients.
+#include <fmt/format.h>
+
+#include "dispatch/registry.hpp"
+#include "frontend/ops_common.hpp"
+#include "kiln/detail/ops.hpp"
+#include "kiln/error.hpp"
+#if KILN_WITH_AUTODIFF
+#include "autodiff/engine.hpp"
+#include "autodiff/graph.hpp"
+#endif
+
+namespace kiln::detail {
+
+#if KILN_WITH_AUTODIFF
+
+void set_requires_grad(const Handle& t, bool on) {
+  if (!is_floating(t->dtype)) {
+    throw DTypeError(fmt::format("requires_grad: only floating tensors have gradients, not {}",
+                                 dtype_name(t->dtype)));
+  }
+  auto& meta = t->buffer->autograd;
+  if (meta && !meta->leaf()) {
+    throw ValueError(
+        "requires_grad: this tensor is the result of ops that record a gradient, so it needs "
+        "one already; only a leaf's flag can be set (detach() gives a leaf)");
+  }
+  if (on)
+    autodiff::meta_for(*t);
+  else
+    meta.reset();
+}
+
+bool requires_grad(const Handle& t) { return t->buffer && t->buffer->autograd != nullptr; }
+
+Handle grad(const Handle& t) {
+  const auto& meta = t->buffer->autograd;
+  if (!meta || !meta->leaf() || !meta->grad) return nullptr;
+  // The flat gradient seen through this tensor's view.
+  return std::make_shared<TensorImpl>(autodiff::View::of(*t).over(meta->grad->buffer));
+}
+
+void zero_grad(const Handle& t) {
+  if (const auto& meta = t->buffer->autograd) meta->grad.reset();
+}
+
+void backward(const Handle& t, const Handle& grad_output, bool retain_graph) {
+  Handle g = grad_output;
+  if (!g) {
+    if (numel(t->shape) != 1) {
+      throw ShapeError(fmt::format(
+          "backward: a tensor of {} elements needs grad_output (only a one-element tensor's "
+          "gradient is implied: 1)",
+          numel(t->shape)));
+    }
+    autodiff::set_grad_enabled(false);
+    g = full(t->shape, Scalar{1.0, false}, t->dtype, t->device);
+    autodiff::set_grad_enabled(true);
+  }
+  if (g->shape != t->shape || g->device != t->device) {
+    throw ShapeError(fmt::format(
+        "backward: grad_output of shape {} on {} for a tensor of shape {} "
+        "on {}",
+        format_dims(g->shape), g->device.str(), format_dims(t->shape), t->device.str()));
+  }
+  const autodiff::Root root{t.get(), g};
+  autodiff::backward(std::span(&root, 1), retain_graph,
+                     [](Device d) -> Backend& { return backend(d); });
+}
+
+Handle detach(const Handle& t) {
+  if (!requires_grad(t)) return t;
+  const bool was = autodiff::grad_enabled();
+  autodiff::set_grad_enabled(false);
+  ir::Program copy;
+  copy.output(copy.input(t->dtype));
+  Handle out = run_elementwise1("detach", copy, std::span(&t, 1), {}, t->shape, t->device);
+  autodiff::set_grad_enabled(was);
+  return out;
+}
+
+bool grad_enabled() { return autodiff::grad_enabled(); }
+void set_grad_enabled(bool on) { autodiff::set_grad_enabled(on); }
+
+#else
+
+namespace {
+[[noreturn]] void absent(const char* op) {
+  throw ValueError(
+      fmt::format("{}: this kiln was built without autodiff (-DKILN_AUTODIFF=OFF); "
+                  "rebuild kiln with -DKILN_AUTODIFF=ON",
+                  op));
+}
+}  // namespace
+
+void set_requires_grad(const Handle&, bool on) {
+  if (on) absent("requires_grad");
+}
+bool requires_grad(const Handle&) { return false; }
+Handle grad(const Handle&) { return nullptr; }
+void zero_grad(const Handle&) {}
+void backward(const Handle&, const Handle&, bool) { absent("backward"); }
+Handle detach(const Handle& t) { return t; }
+bool grad_enabled() { return false; }
+void set_grad_enabled(bool) {}
+
+#endif
+
+}  // namespace kiln::detail

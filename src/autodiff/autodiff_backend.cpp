@@ -31,10 +31,10 @@ void Autodiff::elementwise(const ir::Program& program,
                            std::span<const detail::TensorImpl* const> inputs,
                            std::span<const double> scalars, detail::Outs outputs) {
   inner().elementwise(program, inputs, scalars, outputs);
-  if (!grad_enabled()) return;
+  // The common case, no input needing a gradient, costs this loop only.
   bool any = false;
   for (const detail::TensorImpl* t : inputs) any |= needs(*t);
-  if (!any) return;
+  if (!any || !grad_enabled()) return;
   std::unique_ptr<bool[]> wanted(new bool[inputs.size()]);
   any = false;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -49,7 +49,7 @@ void Autodiff::elementwise(const ir::Program& program,
 
 void Autodiff::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) {
   inner().reduce(op, x, dim, out);
-  if (!grad_enabled() || !needs(x) || !ir::differentiable(out->dtype)) return;
+  if (!needs(x) || !grad_enabled() || !ir::differentiable(out->dtype)) return;
   auto node = reduce_node(op, x, dim, *out);
   finish(node, device());
   attach(node, 0, *out);
@@ -57,7 +57,7 @@ void Autodiff::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
 
 void Autodiff::matmul(const detail::TensorImpl& a, const detail::TensorImpl& c, detail::Out out) {
   inner().matmul(a, c, out);
-  if (!grad_enabled() || (!needs(a) && !needs(c))) return;
+  if ((!needs(a) && !needs(c)) || !grad_enabled()) return;
   auto node = matmul_node(a, c, needs(a), needs(c));
   finish(node, device());
   attach(node, 0, *out);
@@ -68,7 +68,7 @@ void Autodiff::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
                      detail::Out out) {
   inner().index(op, x, dim, index, src, out);
   const bool want_x = needs(x), want_src = src && needs(*src);
-  if (!grad_enabled() || (!want_x && !want_src) || !ir::differentiable(out->dtype)) return;
+  if ((!want_x && !want_src) || !grad_enabled() || !ir::differentiable(out->dtype)) return;
   auto node = index_node(op, x, dim, index, src, want_x, want_src);
   finish(node, device());
   attach(node, 0, *out);

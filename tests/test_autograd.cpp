@@ -196,6 +196,44 @@ TEST_P(AutogradTest, CatSplitsTheGradient) {
   expect_near_all(b.grad()->to_vector(), {W[2], W[3], W[4], W[7], W[8], W[9]}, "db");
 }
 
+// A leaf's hook runs once per backward, with the final gradient, before backward returns; a leaf
+// read early in forward is final late in backward, and the order follows.
+TEST_P(AutogradTest, GradFinalHooks) {
+  auto a = leaf<1>({3});
+  auto b = leaf<1>({3});
+  std::vector<std::string> calls;
+  std::vector<float> seen;
+  a.on_grad_final([&](const Tensor<1>& g) {
+    calls.push_back("a");
+    seen = g.to_vector();
+  });
+  b.on_grad_final([&](const Tensor<1>&) { calls.push_back("b"); });
+  auto h = (a * 2.0f).exp();             // a is read first...
+  ((h * b).sum() + a.sum()).backward();  // ...and read again last: final after b
+  EXPECT_EQ(calls, (std::vector<std::string>{"b", "a"}));
+  EXPECT_EQ(seen, a.grad()->to_vector());
+  (a * b).sum().backward();
+  EXPECT_EQ(calls.size(), 4u);
+  auto y = a * 2.0f;
+  EXPECT_THROW(y.on_grad_final([](const Tensor<1>&) {}), kiln::ValueError);
+}
+
+// A bf16 leaf: its gradient is bf16, computed in f32 inside each program and rounded once per
+// stored gradient; casts pass the gradient through in both directions.
+TEST_P(AutogradTest, HalfLeavesGetHalfGradients) {
+  auto x = Tensor<1>::from_data(kt::uniform(8, -1, 1, rng()), {8}, dev())
+               .to(DType::bf16)
+               .requires_grad(true);
+  auto w = Tensor<1>::from_data(kt::uniform(8, -1, 1, rng()), {8}, dev());
+  ((x.sin() * x.to(DType::f32)).to(DType::bf16).to(DType::f32) * w).sum().backward();
+  ASSERT_EQ(x.grad()->dtype(), DType::bf16);
+  const auto X = x.to_vector(), W = w.to_vector(), G = x.grad()->to_vector();
+  for (int i = 0; i < 8; ++i) {
+    const double want = W[i] * (std::cos(double(X[i])) * X[i] + std::sin(double(X[i])));
+    EXPECT_NEAR(G[i], want, 2 * kt::half_ulp(want, DType::bf16) + 1e-6) << i;
+  }
+}
+
 TEST_P(AutogradTest, BackendNameShowsTheDecorator) {
   EXPECT_NE(dev().backend_name().find("autodiff<"), std::string::npos) << dev().backend_name();
 }

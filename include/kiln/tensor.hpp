@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -208,6 +209,13 @@ class Tensor {
   }
   void backward(const Tensor& grad_output, bool retain_graph = false) const {
     detail::backward(h("backward"), grad_output.h("backward"), retain_graph);
+  }
+  // Runs hook(gradient) each time a backward pass has finished adding to this leaf's gradient,
+  // while the rest of that backward goes on (data-parallel training all-reduces from here).
+  // The leaf must need a gradient (ValueError otherwise).
+  void on_grad_final(std::function<void(const Tensor&)> hook) const {
+    detail::on_grad_final(h("on_grad_final"),
+                          [hook = std::move(hook)](const detail::Handle& g) { hook(Tensor(g)); });
   }
   // The same values, needing no gradient: a copy (kiln's tensors are values, and the mark
   // belongs to memory).

@@ -57,12 +57,26 @@ void backward(std::span<const Root> roots, bool retain_graph,
   }
   const std::vector<Node*> order = nodes_behind(root_metas);
 
-  // How many nodes still read each non-leaf's pending gradient, so it is freed after the last.
-  std::unordered_map<Meta*, int> readers;
-  for (Node* n : order)
+  // How many nodes still read each non-leaf's pending gradient, so it is freed after the last;
+  // and how many still add to each leaf's, so its hooks run as soon as it is final.
+  std::unordered_map<Meta*, int> readers, adders;
+  for (Node* n : order) {
     for (const auto& o : n->outputs)
       if (auto m = o.meta.lock()) ++readers[m.get()];
+    for (const Edge& e : n->edges)
+      if (e.meta->leaf()) ++adders[e.meta.get()];
+  }
+  auto final_leaf = [](Meta& m) {
+    for (const auto& hook : m.hooks) hook(m.grad);
+  };
+  for (Meta* m : root_metas)
+    if (m->leaf() && adders.count(m) == 0) final_leaf(*m);
 
+  // A node's edges will get nothing more from it: a leaf whose last adder this was is final.
+  auto passed = [&](Node* n) {
+    for (const Edge& e : n->edges)
+      if (e.meta->leaf() && --adders[e.meta.get()] == 0 && e.meta->grad) final_leaf(*e.meta);
+  };
   for (Node* n : order) {
     std::vector<Handle> grads(n->outputs.size());
     bool any = false;
@@ -75,7 +89,10 @@ void backward(std::span<const Root> roots, bool retain_graph,
       }
       if (--readers[m.get()] == 0) m->pending.reset();  // (grads[i] keeps what it needs)
     }
-    if (!any) continue;
+    if (!any) {
+      passed(n);
+      continue;
+    }
     if (n->released) {
       throw ValueError(fmt::format(
           "backward: the {} op's saved tensors were freed by an earlier backward; pass "
@@ -87,6 +104,7 @@ void backward(std::span<const Root> roots, bool retain_graph,
     for (std::size_t e = 0; e < n->edges.size(); ++e)
       if (in_grads[e]) accumulate(be, *n->edges[e].meta, n->edges[e].view, in_grads[e]);
     if (!retain_graph && n->release()) n->released = true;
+    passed(n);
   }
 }
 

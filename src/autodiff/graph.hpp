@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -52,6 +53,9 @@ struct Meta {
   std::vector<std::shared_ptr<Node>> writers;  // the recorded ops that wrote it; none for a leaf
   Handle grad;     // a leaf's gradient, accumulated over backward calls until zeroed
   Handle pending;  // during one backward: the gradient gathered so far for a non-leaf
+  // A leaf's callbacks, each run with its accumulated gradient (flat) once a backward pass has
+  // added everything it will to it (data-parallel training all-reduces from here).
+  std::vector<std::function<void(const Handle&)>> hooks;
 
   bool leaf() const { return writers.empty(); }
 };

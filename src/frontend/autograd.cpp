@@ -79,6 +79,19 @@ Handle detach(const Handle& t) {
   return out;
 }
 
+void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook) {
+  const auto& meta = t->buffer->autograd;
+  if (!meta || !meta->leaf()) {
+    throw ValueError(
+        "on_grad_final: only a leaf that needs a gradient has a final gradient "
+        "(call requires_grad(true) first)");
+  }
+  const autodiff::View view = autodiff::View::of(*t);
+  meta->hooks.push_back([view, hook = std::move(hook)](const Handle& flat) {
+    hook(std::make_shared<TensorImpl>(view.over(flat->buffer)));
+  });
+}
+
 bool grad_enabled() { return autodiff::grad_enabled(); }
 void set_grad_enabled(bool on) { autodiff::set_grad_enabled(on); }
 
@@ -101,6 +114,7 @@ Handle grad(const Handle&) { return nullptr; }
 void zero_grad(const Handle&) {}
 void backward(const Handle&, const Handle&, bool) { absent("backward"); }
 Handle detach(const Handle& t) { return t; }
+void on_grad_final(const Handle&, std::function<void(const Handle&)>) { absent("on_grad_final"); }
 bool grad_enabled() { return false; }
 void set_grad_enabled(bool) {}
 

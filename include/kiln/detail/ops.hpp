@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -112,6 +113,9 @@ void zero_grad(const Handle& t);
 // grad_output null: ones, for a one-element t.
 void backward(const Handle& t, const Handle& grad_output, bool retain_graph);
 Handle detach(const Handle& t);
+// Runs hook with t's gradient (seen through t's view) each time a backward pass has finished
+// adding to it.
+void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook);
 bool grad_enabled();
 void set_grad_enabled(bool on);
 // Views: pieces of `size` along dim (the last one shorter), or of the given sizes.

@@ -234,6 +234,29 @@ TEST_P(AutogradTest, HalfLeavesGetHalfGradients) {
   }
 }
 
+// kiln::grad: gradients returned, grad() untouched, of a leaf and of a non-leaf on its path; an
+// input nothing reaches gets zeros.
+TEST_P(AutogradTest, GradReturnsGradientsWithoutTouchingGrad) {
+  auto x = leaf<1>({4});
+  auto unused = leaf<1>({4});
+  auto h = x.exp();
+  auto y = (h * h).sum();
+  const auto g = kiln::grad(y, std::vector<Tensor<1>>{x, h, unused}, true);
+  EXPECT_FALSE(x.grad().has_value());
+  const auto X = x.to_vector(), H = h.to_vector();
+  std::vector<double> dx(4), dh(4);
+  for (int i = 0; i < 4; ++i) {
+    dh[i] = 2.0 * H[i];
+    dx[i] = 2.0 * std::exp(2.0 * X[i]);
+  }
+  expect_near_all(g[0].to_vector(), dx, "dy/dx");
+  expect_near_all(g[1].to_vector(), dh, "dy/dh");
+  expect_near_all(g[2].to_vector(), {0, 0, 0, 0}, "unused");
+  y.backward();  // the graph was retained
+  expect_near_all(x.grad()->to_vector(), dx, "backward after grad");
+  EXPECT_THROW(kiln::grad(h, std::vector<Tensor<1>>{x}), kiln::ShapeError);
+}
+
 TEST_P(AutogradTest, BackendNameShowsTheDecorator) {
   EXPECT_NE(dev().backend_name().find("autodiff<"), std::string::npos) << dev().backend_name();
 }

@@ -2,7 +2,10 @@
 // switching recording off for a scope. docs/autodiff.md says how gradients are recorded.
 #pragma once
 
+#include <vector>
+
 #include "kiln/detail/ops.hpp"
+#include "kiln/tensor.hpp"
 
 namespace kiln {
 
@@ -22,5 +25,20 @@ class NoGradGuard {
 
 // Whether ops on this thread record for backward (false inside a NoGradGuard).
 inline bool grad_enabled() { return detail::grad_enabled(); }
+
+// The gradients of a one-element output with respect to each of `inputs` (leaves or results of
+// recorded ops), as torch.autograd.grad with materialize_grads: zeros for an input no gradient
+// reaches. Nothing is added to any leaf's grad() and no hook runs; without retain_graph the ops
+// run free what they saved.
+template <std::size_t E, std::size_t D>
+std::vector<Tensor<D>> grad(const Tensor<E>& output, const std::vector<Tensor<D>>& inputs,
+                            bool retain_graph = false) {
+  std::vector<detail::Handle> in;
+  for (const auto& t : inputs) in.push_back(t.handle("grad"));
+  std::vector<Tensor<D>> out;
+  for (auto& g : detail::gradients(output.handle("grad"), in, retain_graph))
+    out.emplace_back(std::move(g));
+  return out;
+}
 
 }  // namespace kiln

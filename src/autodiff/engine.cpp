@@ -43,8 +43,17 @@ std::vector<Node*> nodes_behind(std::span<Meta* const> roots) {
 }  // namespace
 
 void backward(std::span<const Root> roots, bool retain_graph,
-              const std::function<Backend&(Device)>& backend) {
+              const std::function<Backend&(Device)>& backend, Captures* capture) {
   GradModeOff off;
+  // Where a gradient of m goes: a capture, a leaf's grad, a non-leaf's pending one; nowhere for
+  // a leaf that kiln::grad did not ask for.
+  auto slot = [capture](Meta& m) -> Handle* {
+    if (capture && m.leaf()) {
+      auto it = capture->find(&m);
+      return it == capture->end() ? nullptr : &it->second;
+    }
+    return m.leaf() ? &m.grad : &m.pending;
+  };
   std::vector<Meta*> root_metas;
   for (const Root& r : roots) {
     Meta* m = r.tensor->buffer->autograd.get();
@@ -52,7 +61,7 @@ void backward(std::span<const Root> roots, bool retain_graph,
       throw ValueError(
           "backward: the tensor does not need a gradient (no input of the ops that "
           "made it was marked with requires_grad, or they ran under NoGradGuard)");
-    accumulate(backend(m->device), *m, View::of(*r.tensor), r.grad);
+    if (Handle* to = slot(*m)) accumulate(backend(m->device), *to, *m, View::of(*r.tensor), r.grad);
     root_metas.push_back(m);
   }
   const std::vector<Node*> order = nodes_behind(root_metas);
@@ -66,8 +75,9 @@ void backward(std::span<const Root> roots, bool retain_graph,
     for (const Edge& e : n->edges)
       if (e.meta->leaf()) ++adders[e.meta.get()];
   }
-  auto final_leaf = [](Meta& m) {
-    for (const auto& hook : m.hooks) hook(m.grad);
+  auto final_leaf = [capture](Meta& m) {
+    if (!capture)
+      for (const auto& hook : m.hooks) hook(m.grad);
   };
   for (Meta* m : root_metas)
     if (m->leaf() && adders.count(m) == 0) final_leaf(*m);
@@ -86,6 +96,9 @@ void backward(std::span<const Root> roots, bool retain_graph,
       if (m->pending) {
         grads[i] = std::make_shared<TensorImpl>(n->outputs[i].view.over(m->pending->buffer));
         any = true;
+        // Complete now (every reader of m ran before its writers): a captured non-leaf's.
+        if (capture)
+          if (auto it = capture->find(m.get()); it != capture->end()) it->second = m->pending;
       }
       if (--readers[m.get()] == 0) m->pending.reset();  // (grads[i] keeps what it needs)
     }
@@ -102,7 +115,8 @@ void backward(std::span<const Root> roots, bool retain_graph,
     Backend& be = backend(n->device);
     const std::vector<Handle> in_grads = n->backward(be, grads);
     for (std::size_t e = 0; e < n->edges.size(); ++e)
-      if (in_grads[e]) accumulate(be, *n->edges[e].meta, n->edges[e].view, in_grads[e]);
+      if (Handle* to = slot(*n->edges[e].meta); to && in_grads[e])
+        accumulate(be, *to, *n->edges[e].meta, n->edges[e].view, in_grads[e]);
     if (!retain_graph && n->release()) n->released = true;
     passed(n);
   }

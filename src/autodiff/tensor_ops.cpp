@@ -80,7 +80,7 @@ bool covers_flat(const View& v, std::int64_t numel) {
 }
 }  // namespace
 
-void accumulate(Backend& be, Meta& m, const View& view, const Handle& g) {
+void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, const Handle& g) {
   Handle grad = g;
   View into = view;
   for (std::size_t d = 0; d < view.shape.size(); ++d) {
@@ -104,7 +104,6 @@ void accumulate(Backend& be, Meta& m, const View& view, const Handle& g) {
     flat = zeros(be, m.numel, m.dtype);
     copy_into(be, *grad, into.over(flat->buffer));
   }
-  Handle& slot = m.leaf() ? m.grad : m.pending;
   slot = slot ? add(be, *slot, *flat) : flat;
 }
 

@@ -29,9 +29,9 @@ TensorImpl swapped(const TensorImpl& t, int d0, int d1);
 // t itself where contiguous, else a contiguous copy.
 Handle contiguous(Backend& be, const Handle& t);
 
-// Adds the gradient g of the view `view` of m's buffer to m's gradient (a leaf's grad, or the
-// pending gradient of a non-leaf): summed over the view's broadcast dims, placed through its
-// strides.
-void accumulate(Backend& be, Meta& m, const View& view, const Handle& g);
+// Adds the gradient g of the view `view` of m's buffer to `slot`, a flat gradient of m's buffer
+// (a leaf's grad, a non-leaf's pending gradient, or a capture): summed over the view's
+// broadcast dims, placed through its strides.
+void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, const Handle& g);
 
 }  // namespace kiln::autodiff

@@ -79,6 +79,37 @@ Handle detach(const Handle& t) {
   return out;
 }
 
+std::vector<Handle> gradients(const Handle& output, std::span<const Handle> inputs,
+                              bool retain_graph) {
+  if (numel(output->shape) != 1) {
+    throw ShapeError(fmt::format("grad: the output has {} elements, not 1", numel(output->shape)));
+  }
+  autodiff::Captures capture;
+  for (const Handle& t : inputs) {
+    if (!t->buffer->autograd)
+      throw ValueError("grad: an input does not need a gradient (call requires_grad(true))");
+    capture[t->buffer->autograd.get()];
+  }
+  autodiff::set_grad_enabled(false);
+  Handle one = full(output->shape, Scalar{1.0, false}, output->dtype, output->device);
+  autodiff::set_grad_enabled(true);
+  const autodiff::Root root{output.get(), one};
+  autodiff::backward(
+      std::span(&root, 1), retain_graph, [](Device d) -> Backend& { return backend(d); }, &capture);
+  std::vector<Handle> out;
+  for (const Handle& t : inputs) {
+    Handle flat = capture[t->buffer->autograd.get()];
+    if (!flat) {
+      autodiff::set_grad_enabled(false);
+      out.push_back(full(t->shape, Scalar{0.0, false}, t->dtype, t->device));
+      autodiff::set_grad_enabled(true);
+      continue;
+    }
+    out.push_back(std::make_shared<TensorImpl>(autodiff::View::of(*t).over(flat->buffer)));
+  }
+  return out;
+}
+
 void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook) {
   const auto& meta = t->buffer->autograd;
   if (!meta || !meta->leaf()) {
@@ -115,6 +146,7 @@ void zero_grad(const Handle&) {}
 void backward(const Handle&, const Handle&, bool) { absent("backward"); }
 Handle detach(const Handle& t) { return t; }
 void on_grad_final(const Handle&, std::function<void(const Handle&)>) { absent("on_grad_final"); }
+std::vector<Handle> gradients(const Handle&, std::span<const Handle>, bool) { absent("grad"); }
 bool grad_enabled() { return false; }
 void set_grad_enabled(bool) {}
 

@@ -113,6 +113,9 @@ void zero_grad(const Handle& t);
 // grad_output null: ones, for a one-element t.
 void backward(const Handle& t, const Handle& grad_output, bool retain_graph);
 Handle detach(const Handle& t);
+// kiln::grad: d output / d input for each input (zeros where none flows), output one element.
+std::vector<Handle> gradients(const Handle& output, std::span<const Handle> inputs,
+                              bool retain_graph);
 // Runs hook with t's gradient (seen through t's view) each time a backward pass has finished
 // adding to it.
 void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook);

@@ -38,7 +38,7 @@ Shape rows_shape(long long n, int v) {
   const long long w = (n + v - 1) / v;
   int best = 0;
   for (int k : kRowRegisterCounts) {
-    if (k * v > 32) break;
+    if (k * v > kRowMaxHeld) break;
     const long long threads = round_up((w + k - 1) / k, 32);
     if (threads <= 256) {
       s.k = k;

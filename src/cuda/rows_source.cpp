@@ -8,19 +8,24 @@
 namespace kiln::cuda {
 namespace {
 
+// Every entry point may be launched with up to 1024 threads (rows_shape in rows.cpp): bounded so,
+// the compiler keeps a thread within the 64 registers that allows.
 std::string entry_points(DType t) {
   const char* T = ir::cuda_storage_type(t);
   std::string s;
   for (int v : {1, rows_vector(t)}) {
     for (int k : {0, 1, 2, 4, 8}) {
+      if (k * v > kRowMaxHeld) continue;
       const std::string tmpl = k ? fmt::format("{}, {}, {}", T, v, k) : fmt::format("{}, {}", T, v);
       const char* shape = k ? "fit" : "stream";
       s += fmt::format(
-          "extern \"C\" __global__ void {}(const {}* x, {}* y, long long rows, long long n, "
+          "extern \"C\" __global__ void __launch_bounds__(1024) {}(const {}* x, {}* y, long long "
+          "rows, long long n, "
           "long long stride, int log) {{\n  kr::softmax_{}<{}>(x, y, rows, n, stride, log);\n}}\n",
           rows_kernel_name("softmax", t, v, k), T, T, shape, tmpl);
       s += fmt::format(
-          "extern \"C\" __global__ void {}(const {}* x, {}* y, const {}* w, const {}* b, "
+          "extern \"C\" __global__ void __launch_bounds__(1024) {}(const {}* x, {}* y, const {}* "
+          "w, const {}* b, "
           "long long rows, long long n, long long stride, float eps, float* mean, float* rstd, "
           "int rms) {{\n  kr::norm_{}<{}>(x, y, w, b, rows, n, stride, eps, mean, rstd, "
           "rms);\n}}\n",
@@ -41,7 +46,8 @@ std::vector<std::string> rows_kernel_names(DType t) {
   std::vector<std::string> out;
   for (const char* family : {"softmax", "norm"})
     for (int v : {1, rows_vector(t)})
-      for (int k : {0, 1, 2, 4, 8}) out.push_back(rows_kernel_name(family, t, v, k));
+      for (int k : {0, 1, 2, 4, 8})
+        if (k * v <= kRowMaxHeld) out.push_back(rows_kernel_name(family, t, v, k));
   return out;
 }
 

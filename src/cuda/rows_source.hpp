@@ -10,8 +10,11 @@
 
 namespace kiln::cuda {
 
-// The register counts (loads of V elements a thread) the fit kernels are built for.
+// The register counts (loads of V elements a thread) the fit kernels are built for, and the most
+// values a thread holds (K * V): 8 x 16-byte half loads (64 values) spill under the 64 registers a
+// 1024-thread block allows, so no kernel holds more than 32.
 inline constexpr int kRowRegisterCounts[] = {1, 2, 4, 8};
+inline constexpr int kRowMaxHeld = 32;
 
 // The source of every row kernel of dtype t (compiled once per device and dtype).
 const std::string& rows_source(DType t);

@@ -67,6 +67,8 @@ for section in "$@"; do
     t timeout 60 .device/run kiln_short_reductions --device cuda
     t timeout 100 .device/run kiln_index_ops
     t timeout 100 python3 .device/peers/torch_index_ops.py
+    t timeout 100 .device/run kiln_row_ops
+    t timeout 300 python3 .device/peers/torch_row_ops.py
     ;;
   esac
 done

@@ -508,11 +508,11 @@ TEST_P(FusionTest, APrologueTheBackendDeclinesClosesTheGroup) {
   EXPECT_TRUE(same_bits(got, (x * x + 1.0f).sum(0).to_vector()));
 }
 
-// softmax over a pending input: max takes the input's group, sum takes exp(y - max), and the
-// division joins that group, so only the result is written. log_softmax over an input in
-// memory: sum takes exp(x - max); log(sum) has another shape and is written (one value a row);
-// x - max - log(sum) is one kernel.
-TEST_P(FusionTest, SoftmaxRunsItsSumOnTheGroupAndWritesOnlyItsResult) {
+// softmax over the last dim is one row kernel (Backend::rows): a pending input is written first
+// (the group closes, as before matmul), and the kernel writes only the result. Over another dim
+// softmax is composed: max takes the input's group, sum takes exp(y - max), and the division joins
+// that group, so only the result is written.
+TEST_P(FusionTest, SoftmaxRunsAsARowKernelOverTheLastDimAndFusesOverOthers) {
   const auto x = input(64, 500);
   for (bool log : {false, true}) {
     SCOPED_TRACE(log ? "log_softmax" : "softmax");
@@ -521,10 +521,8 @@ TEST_P(FusionTest, SoftmaxRunsItsSumOnTheGroupAndWritesOnlyItsResult) {
     const auto r = log ? (x * 1.0f).log_softmax(1) : (x * 1.5f).softmax(1);
     const auto got = r.to_vector();
     if (prologues()) {
-      EXPECT_EQ(d.now().reductions_fused, 2) << "max and sum";
-      // log_softmax: log(sum) closes the group while the caller still holds x * 1.0, so that
-      // is written too, with log(sum) and the result.
-      EXPECT_EQ(d.now().outputs_written, log ? 3 : 1);
+      EXPECT_EQ(d.now().reductions_fused, 0);
+      EXPECT_EQ(d.now().outputs_written, 1) << "the pending input, for the row kernel";
     }
     set_fusion(false);
     EXPECT_TRUE(
@@ -542,16 +540,17 @@ TEST_P(FusionTest, SoftmaxRunsItsSumOnTheGroupAndWritesOnlyItsResult) {
       }
     }
   }
-  // log_softmax of a tensor in memory: the sum is fused, log(sum) and the result are written.
+  // softmax over dim 0 of a pending input: composed and fused, only the result is written.
   set_fusion(true);
   Delta d;
-  const auto r = x.log_softmax(1);
-  (void)r.to_vector();
+  const auto r = (x * 1.5f).softmax(0);
+  const auto got = r.to_vector();
   if (prologues()) {
-    EXPECT_EQ(d.now().reductions_fused, 1);
-    EXPECT_EQ(d.now().outputs_written, 2);
-    EXPECT_EQ(d.now().bytes_written, (64 * 500 + 64) * 4);
+    EXPECT_EQ(d.now().reductions_fused, 2) << "max and sum";
+    EXPECT_EQ(d.now().outputs_written, 1);
   }
+  set_fusion(false);
+  EXPECT_TRUE(same_bits(got, (x * 1.5f).softmax(0).to_vector()));
 }
 
 TEST_P(FusionTest, PrologueReductionErrorsComeFromTheReduction) {

@@ -36,6 +36,8 @@ const char* backend_op_name(BackendOp op) {
       return "random";
     case BackendOp::index:
       return "index";
+    case BackendOp::rows:
+      return "rows";
   }
   return "?";
 }
@@ -46,6 +48,7 @@ bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
     case BackendOp::reduce:
     case BackendOp::index:  // every dtype (scatter_add and index_add refuse bool: no addition)
       return true;
+    case BackendOp::rows:  // the floating dtypes: f32, bf16, f16
     case BackendOp::matmul:
       for (DType t : dtypes)
         if (!is_floating(t)) return false;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -105,12 +106,48 @@ void check_index_call(IndexOp op, const TensorImpl& x, int dim, const TensorImpl
 // The IndexError an index value outside [0, bound) raises: names the op, the value and the bound.
 [[noreturn]] void throw_index_out_of_range(IndexOp op, std::int64_t value, std::int64_t bound);
 
+// The row family, one backend call (Backend::rows): each op maps every row of x along its last dim
+// (n elements; R rows, the product of the other extents) to a row of y:
+//   softmax      y = exp(x - max) / sum(exp(x - max))
+//   log_softmax  y = x - max - log(sum(exp(x - max)))
+//   layer_norm   y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (biased var)
+//   rms_norm     y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps)
+// computed in f32 or wider whatever x's dtype (bf16, f16 load to f32, y is rounded once). A NaN in
+// a row makes its softmax row NaN, as does a row of -inf or one holding +inf (as PyTorch).
+enum class RowOp : std::uint8_t { softmax, log_softmax, layer_norm, rms_norm };
+const char* row_op_name(RowOp op);
+inline bool row_op_normalises(RowOp op) { return op == RowOp::layer_norm || op == RowOp::rms_norm; }
+// The norms' parameters: weight (both) and bias (layer_norm), [n] contiguous tensors of x's dtype,
+// each optional; eps >= 0. The softmaxes take none of them.
+struct RowParams {
+  const TensorImpl* weight = nullptr;
+  const TensorImpl* bias = nullptr;
+  double eps = 0;
+};
+// What a norm may write besides y, for a backward pass: per-row f32 tensors of shape x.shape[:-1],
+// contiguous. mean (layer_norm only) and rstd, each optional; the softmaxes write neither.
+struct RowStats {
+  std::optional<Out> mean, rstd;
+};
+// x as rows: row r's element j sits at x's offset + r * stride + j. rows() reads x through this
+// view only, so x's last dim must have stride 1 (any stride when n <= 1) and its other dims must
+// collapse into one row stride (a contiguous x, a slice of rows or of columns, a broadcast row);
+// row_view answers nullopt for the others (a transposed x), which the front end copies first.
+struct RowView {
+  std::int64_t rows = 0, n = 0, stride = 0;
+};
+std::optional<RowView> row_view(const TensorImpl& x);
+// Throws (DTypeError, ShapeError, ValueError) unless rows(op, x, params, y, stats) meets
+// Backend::rows's contract (src/backend/rows_contract.cpp states it in full); returns x's RowView.
+RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, const TensorImpl& y,
+                        const RowStats& stats);
+
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 4)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 4;
+// (static_assert(kBackendInterfaceVersion == 5)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 5;
 
 // The kinds of call `supports` is asked about.
-enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index };
+enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index, rows };
 const char* backend_op_name(BackendOp op);
 
 // What the CPU and CUDA backends run today (each answers supports() with it until their dtypes
@@ -167,6 +204,12 @@ class Backend {
   // under kiln::deterministic() their sums run in a fixed order (index order per destination).
   virtual void index(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
                      const TensorImpl* src, Out out) = 0;
+  // The RowOp family (see RowOp) over x's last dim (version 5): x f32, bf16 or f16, of rank >= 1,
+  // read through its RowView (row_view); y contiguous, of x's shape and dtype; params and stats as
+  // their types say. Rows of 0 elements are refused by the norms (no mean) and give an empty y for
+  // the softmaxes. The call neither syncs nor reads back.
+  virtual void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,
+                    const RowStats& stats) = 0;
 
   // Waits for every op queued on this device.
   virtual void sync() = 0;
@@ -176,7 +219,7 @@ class Backend {
 
   // Whether this backend runs `op` with operands of these dtypes (elementwise: every dtype the
   // program reads or writes; reduce: the input's; matmul: a's and b's; random: the output's;
-  // index: x's, the data dtype).
+  // index: x's, the data dtype; rows: x's).
   // The front end asks it instead of knowing each backend's dtypes.
   virtual bool supports(BackendOp op, std::span<const DType> dtypes) const = 0;
   // This layer's facts (a decorator's own, not its inner's).
@@ -215,6 +258,10 @@ class Decorator : public Backend {
   void index(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
              const TensorImpl* src, Out out) override {
     inner_.index(op, x, dim, index, src, out);
+  }
+  void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,
+            const RowStats& stats) override {
+    inner_.rows(op, x, params, y, stats);
   }
   void sync() override { inner_.sync(); }
   void flush() override { inner_.flush(); }

@@ -85,6 +85,12 @@ void CpuBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
   cpu::index(op, x, dim, index, src, *out);
 }
 
+void CpuBackend::rows(detail::RowOp op, const detail::TensorImpl& x,
+                      const detail::RowParams& params, detail::Out y,
+                      const detail::RowStats& stats) {
+  cpu::rows(op, x, params, *y, stats, live_kernels());
+}
+
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

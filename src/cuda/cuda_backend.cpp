@@ -79,6 +79,12 @@ void CudaBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim
   cuda::index(ctx_, op, x, dim, index, src, *out);
 }
 
+void CudaBackend::rows(detail::RowOp op, const detail::TensorImpl& x,
+                       const detail::RowParams& params, detail::Out y,
+                       const detail::RowStats& stats) {
+  cuda::rows(ctx_, op, x, params, *y, stats);
+}
+
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

@@ -58,4 +58,8 @@ void index(Context& ctx, detail::IndexOp op, const TensorImpl& x, int dim, const
            const TensorImpl* src, const TensorImpl& out);
 void raise_index_error(Context& ctx);
 
+// rows.cpp: Backend::rows, one block per row (kernels/rows.cuh), queued without a host sync.
+void rows(Context& ctx, detail::RowOp op, const TensorImpl& x, const detail::RowParams& params,
+          const TensorImpl& y, const detail::RowStats& stats);
+
 }  // namespace kiln::cuda

@@ -1,7 +1,6 @@
-// layer_norm and rms_norm over the last dim, composed from reductions and element-wise ops.
-// A first piece of kiln issue 19: the public API, the checks and the saved statistics are the
-// final ones; the single-pass row kernels (a Backend::rows call) are still to come and will
-// replace the bodies of normalize() below without changing what callers see.
+// layer_norm and rms_norm over the last dim, and the one front-end path to Backend::rows (which
+// softmax and log_softmax over the last dim take too, src/frontend/ops_reduce.cpp): the checks,
+// a copy of x where it is not a sequence of rows, the outputs, one backend call.
 #include <fmt/format.h>
 
 #include "frontend/ops_common.hpp"
@@ -32,52 +31,58 @@ void check_input(const char* op, const Handle& x, double eps) {
         fmt::format("{}: x must be f32, bf16 or f16, got {}", op, dtype_name(x->dtype)));
   }
   if (!(eps >= 0)) throw ValueError(fmt::format("{}: eps must be >= 0, got {}", op, eps));
-  if (x->shape.back() == 0 && x->numel() == 0 && x->shape.size() > 0) {
-    // Rows of zero elements have no mean; an empty batch of rows is fine (handled below).
+  if (x->shape.back() == 0) {
+    // Rows of zero elements have no mean; an empty batch of rows is fine.
     bool rows_exist = true;
     for (std::size_t i = 0; i + 1 < x->shape.size(); ++i) rows_exist = rows_exist && x->shape[i];
     if (rows_exist) throw ValueError(fmt::format("{}: cannot normalise rows of 0 elements", op));
   }
 }
 
-// The per-row statistic s ([..., 1]) as a tensor of the row shape x.shape[:-1].
-Handle drop_last(const Handle& s) { return squeeze(s, static_cast<int>(s->shape.size()) - 1); }
-
-NormResult normalize(const char* op, const Handle& x, const Handle& weight, const Handle& bias,
-                     double eps, bool rms) {
-  check_input(op, x, eps);
-  check_affine(op, "weight", weight, x);
-  check_affine(op, "bias", bias, x);
-  const int d = static_cast<int>(x->shape.size()) - 1;
-  Handle xf = cast(x, DType::f32);
-  Dims row_shape(x->shape.begin(), x->shape.end() - 1);
-  if (xf->numel() == 0) {
-    Handle none = full(row_shape, Scalar{0, false}, DType::f32, x->device);
-    return {cast(xf, x->dtype), rms ? Handle{} : none, none};
-  }
-  // f32 throughout (as PyTorch for half inputs); the result is rounded once at the end.
-  Handle mean, centred = xf;
-  if (!rms) {
-    mean = reduce(Reduction::mean, xf, d, true);
-    centred = binary(Binary::sub, xf, mean);
-  }
-  Handle var = reduce(Reduction::mean, binary(Binary::mul, centred, centred), d, true);
-  Handle rstd = unary(Unary::rsqrt, binary(Binary::add, var, Scalar{eps, false}));
-  Handle y = binary(Binary::mul, centred, rstd);
-  if (weight) y = binary(Binary::mul, y, cast(weight, DType::f32));
-  if (bias) y = binary(Binary::add, y, cast(bias, DType::f32));
-  if (is_half(x->dtype)) y = cast(y, x->dtype);
-  return {y, mean ? drop_last(mean) : Handle{}, drop_last(rstd)};
-}
+// A parameter as the backend reads it: contiguous.
+Handle dense(const Handle& p) { return p && !is_contiguous(p) ? contiguous(p) : p; }
 
 }  // namespace
 
+NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Handle& bias,
+                    double eps) {
+  const char* name = row_op_name(op);
+  Backend& be = backend_of(x_in->device);
+  const DType operand[] = {x_in->dtype};
+  if (!be.supports(BackendOp::rows, operand)) {
+    throw DTypeError(fmt::format("{}: {} has no {} {}", name, x_in->device.str(),
+                                 dtype_name(x_in->dtype), name));
+  }
+  const Handle x = row_view(*x_in) ? x_in : contiguous(x_in);
+  const bool norm = row_op_normalises(op);
+  const Dims row_shape(x->shape.begin(), x->shape.end() - 1);
+  NormResult r;
+  r.y = allocate(name, be, x->shape, x->dtype);
+  if (norm) {
+    if (op == RowOp::layer_norm) r.mean = allocate(name, be, row_shape, DType::f32);
+    r.rstd = allocate(name, be, row_shape, DType::f32);
+  }
+  if (x->numel() == 0) return r;
+  const Handle w = dense(weight), b = dense(bias);
+  RowParams params{w.get(), b.get(), norm ? eps : 0.0};
+  RowStats stats;
+  if (r.mean) stats.mean.emplace(*r.mean);
+  if (r.rstd) stats.rstd.emplace(*r.rstd);
+  be.rows(op, *x, params, Out(*r.y), stats);
+  return r;
+}
+
 NormResult layer_norm(const Handle& x, const Handle& weight, const Handle& bias, double eps) {
-  return normalize("layer_norm", x, weight, bias, eps, false);
+  check_input("layer_norm", x, eps);
+  check_affine("layer_norm", "weight", weight, x);
+  check_affine("layer_norm", "bias", bias, x);
+  return run_rows(RowOp::layer_norm, x, weight, bias, eps);
 }
 
 NormResult rms_norm(const Handle& x, const Handle& weight, double eps) {
-  return normalize("rms_norm", x, weight, Handle{}, eps, true);
+  check_input("rms_norm", x, eps);
+  check_affine("rms_norm", "weight", weight, x);
+  return run_rows(RowOp::rms_norm, x, weight, Handle{}, eps);
 }
 
 }  // namespace kiln::detail

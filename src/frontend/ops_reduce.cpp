@@ -1,4 +1,5 @@
-// Reductions over one dim or over all elements, and softmax built from them.
+// Reductions over one dim or over all elements; softmax and log_softmax (one Backend::rows call
+// over the last dim, composed from reductions over the others).
 #include <fmt/format.h>
 
 #include "frontend/ops_common.hpp"
@@ -70,7 +71,13 @@ Handle softmax_f32(const Handle& x, int dim, bool log) {
 }  // namespace
 
 // Computed in f32 whatever x's dtype (as PyTorch); a half-type result is rounded once, at the end.
+// Over the last dim: the row kernel (an integer x is cast to f32 first). Over another dim:
+// composed.
 Handle softmax(const Handle& x, int dim, bool log) {
+  if (dim == x->rank() - 1) {
+    const Handle xf = is_floating(x->dtype) ? x : cast(x, DType::f32);
+    return run_rows(log ? RowOp::log_softmax : RowOp::softmax, xf, Handle{}, Handle{}, 0.0).y;
+  }
   Handle r = softmax_f32(x, dim, log);
   return is_half(x->dtype) ? cast(r, x->dtype) : r;
 }

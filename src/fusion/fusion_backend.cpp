@@ -163,6 +163,18 @@ void Fusion::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
   inner().index(op, x, dim, index, src, out);
 }
 
+void Fusion::rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
+                  detail::Out y, const detail::RowStats& stats) {
+  flush();
+  require_memory(x);
+  if (params.weight) require_memory(*params.weight);
+  if (params.bias) require_memory(*params.bias);
+  bind(*y);
+  if (stats.mean) bind(**stats.mean);
+  if (stats.rstd) bind(**stats.rstd);
+  inner().rows(op, x, params, y, stats);
+}
+
 void Fusion::elementwise(const ir::Program& program,
                          std::span<const detail::TensorImpl* const> inputs,
                          std::span<const double> scalars, detail::Outs outs) {

@@ -28,7 +28,7 @@ namespace kiln::fusion {
 
 class Fusion final : public detail::Decorator {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 4);
+  static_assert(detail::kBackendInterfaceVersion == 5);
   explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
   detail::Handle empty(const Dims& shape, DType dtype) override;
@@ -43,6 +43,10 @@ class Fusion final : public detail::Decorator {
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,
              detail::Out out) override;
+  // Closes the open group too: a row op reads whole rows of x from memory (the group's pending
+  // values of x are written first) and writes y and the statistics.
+  void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
+            detail::Out y, const detail::RowStats& stats) override;
   void sync() override;
   // Runs the open group, if any.
   void flush() override;

@@ -1,0 +1,134 @@
+// The contract of Backend::rows, checked by every backend before it launches anything: the front
+// end has checked already, but a direct backend call must get the same errors, not a read out of
+// bounds. What is checked:
+//   x         f32, bf16 or f16 (DTypeError), rank >= 1 (ShapeError), readable as rows (row_view:
+//             ValueError otherwise)
+//   y         x's shape (ShapeError) and dtype (DTypeError), contiguous (ValueError)
+//   params    softmax and log_softmax take no weight, bias or eps; rms_norm no bias (ValueError);
+//             weight and bias are [n] (ShapeError), x's dtype (DTypeError), contiguous; eps >= 0
+//   stats     norms only; mean for layer_norm only (ValueError); f32 (DTypeError), shape
+//             x.shape[:-1] (ShapeError), contiguous
+//   n == 0    a norm of rows of zero elements has no mean (ValueError) when rows exist
+#include <fmt/format.h>
+
+#include "backend/backend.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::detail {
+
+const char* row_op_name(RowOp op) {
+  switch (op) {
+    case RowOp::softmax:
+      return "softmax";
+    case RowOp::log_softmax:
+      return "log_softmax";
+    case RowOp::layer_norm:
+      return "layer_norm";
+    case RowOp::rms_norm:
+      return "rms_norm";
+  }
+  return "?";
+}
+
+std::optional<RowView> row_view(const TensorImpl& x) {
+  if (x.rank() < 1) return std::nullopt;
+  RowView v;
+  v.n = x.shape.back();
+  v.rows = 1;
+  for (int d = 0; d + 1 < x.rank(); ++d) v.rows *= x.shape[d];
+  v.stride = v.n;
+  if (v.rows == 0 || v.n == 0) return v;  // nothing is read
+  if (v.n > 1 && x.strides.back() != 1) return std::nullopt;
+  // The leading dims, innermost first, must be one arithmetic sequence of rows.
+  bool first = true;
+  std::int64_t expect = 0;
+  for (int d = x.rank() - 2; d >= 0; --d) {
+    if (x.shape[d] == 1) continue;
+    if (first) {
+      v.stride = x.strides[d];
+      first = false;
+    } else if (x.strides[d] != expect) {
+      return std::nullopt;
+    }
+    expect = x.strides[d] * x.shape[d];
+  }
+  return v;
+}
+
+namespace {
+
+void check_param(const char* op, const char* what, const TensorImpl* p, const TensorImpl& x) {
+  if (!p) return;
+  if (p->rank() != 1 || p->shape[0] != x.shape.back()) {
+    throw ShapeError(fmt::format("{}: {} must have shape [{}], got {}", op, what, x.shape.back(),
+                                 format_dims(p->shape)));
+  }
+  if (p->dtype != x.dtype) {
+    throw DTypeError(fmt::format("{}: {} is {} but x is {}", op, what, dtype_name(p->dtype),
+                                 dtype_name(x.dtype)));
+  }
+  if (!p->is_contiguous()) throw ValueError(fmt::format("{}: {} must be contiguous", op, what));
+}
+
+void check_stat(const char* op, const char* what, const std::optional<Out>& s,
+                const TensorImpl& x) {
+  if (!s) return;
+  const Dims want(x.shape.begin(), x.shape.end() - 1);
+  if ((*s)->dtype != DType::f32) {
+    throw DTypeError(fmt::format("{}: {} must be f32, got {}", op, what, dtype_name((*s)->dtype)));
+  }
+  if ((*s)->shape != want) {
+    throw ShapeError(fmt::format("{}: {} must have shape {} for x {}, got {}", op, what,
+                                 format_dims(want), format_dims(x.shape),
+                                 format_dims((*s)->shape)));
+  }
+  if (!(*s)->is_contiguous()) throw ValueError(fmt::format("{}: {} must be contiguous", op, what));
+}
+
+}  // namespace
+
+RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, const TensorImpl& y,
+                        const RowStats& stats) {
+  const char* name = row_op_name(op);
+  if (!is_floating(x.dtype)) {
+    throw DTypeError(
+        fmt::format("{}: x must be f32, bf16 or f16, got {}", name, dtype_name(x.dtype)));
+  }
+  if (x.rank() < 1) throw ShapeError(fmt::format("{}: x must have rank >= 1", name));
+  if (y.dtype != x.dtype) {
+    throw DTypeError(
+        fmt::format("{}: y is {} but x is {}", name, dtype_name(y.dtype), dtype_name(x.dtype)));
+  }
+  if (y.shape != x.shape) {
+    throw ShapeError(fmt::format("{}: y {} must have x's shape {}", name, format_dims(y.shape),
+                                 format_dims(x.shape)));
+  }
+  if (!y.is_contiguous()) throw ValueError(fmt::format("{}: y must be contiguous", name));
+  const bool norm = row_op_normalises(op);
+  if (!norm && (params.weight || params.bias || stats.mean || stats.rstd)) {
+    throw ValueError(fmt::format("{}: takes no weight, bias or statistics", name));
+  }
+  if (op == RowOp::rms_norm && (params.bias || stats.mean)) {
+    throw ValueError(fmt::format("{}: takes no bias and writes no mean", name));
+  }
+  if (norm && !(params.eps >= 0)) {
+    throw ValueError(fmt::format("{}: eps must be >= 0, got {}", name, params.eps));
+  }
+  check_param(name, "weight", params.weight, x);
+  check_param(name, "bias", params.bias, x);
+  check_stat(name, "mean", stats.mean, x);
+  check_stat(name, "rstd", stats.rstd, x);
+  const std::optional<RowView> v = row_view(x);
+  if (!v) {
+    throw ValueError(fmt::format(
+        "{}: x (shape {}, strides {}) is not a sequence of rows with a unit-stride last dim; "
+        "copy it first",
+        name, format_dims(x.shape), format_dims(x.strides)));
+  }
+  if (norm && v->n == 0 && v->rows > 0) {
+    throw ValueError(fmt::format("{}: cannot normalise rows of 0 elements", name));
+  }
+  return *v;
+}
+
+}  // namespace kiln::detail

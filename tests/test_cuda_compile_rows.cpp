@@ -1,0 +1,19 @@
+// Every row kernel (src/cuda/kernels/rows.cuh and the entry points src/cuda/rows_source.cpp
+// generates: softmax and the norms, register-held and streaming, 16-byte and single-element loads)
+// compiles with NVRTC for sm_90, for each dtype's source. NVRTC needs no GPU, so this runs on CI.
+#include <gtest/gtest.h>
+
+#include "cuda/nvrtc_compiler.hpp"
+#include "cuda/rows_source.hpp"
+
+TEST(CudaCompileRows, EveryEntryPointOfEveryDType) {
+  for (kiln::DType t : {kiln::DType::f32, kiln::DType::bf16, kiln::DType::f16}) {
+    SCOPED_TRACE(kiln::dtype_name(t));
+    const std::string& src = kiln::cuda::rows_source(t);
+    const auto names = kiln::cuda::rows_kernel_names(t);
+    // {softmax, norm} x ({V = 1} x {stream, K = 1, 2, 4, 8} + {16 bytes} x {stream, K <= 32 / V})
+    EXPECT_EQ(names.size(), 2u * (5u + (t == kiln::DType::f32 ? 5u : 4u)));
+    for (const auto& k : names) EXPECT_NE(src.find(" " + k + "("), std::string::npos) << k;
+    EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_rows.cu", "sm_90").size(), 0u);
+  }
+}

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "kiln/kiln.hpp"
 #include "test_support.hpp"
@@ -255,6 +256,90 @@ TEST_P(AutogradTest, GradReturnsGradientsWithoutTouchingGrad) {
   y.backward();  // the graph was retained
   expect_near_all(x.grad()->to_vector(), dx, "backward after grad");
   EXPECT_THROW(kiln::grad(h, std::vector<Tensor<1>>{x}), kiln::ShapeError);
+}
+
+// softmax, log_softmax (last dim and another), layer_norm and rms_norm with weight and bias:
+// d/d(every input) of sum(op(...) * G) against central differences of the op in float64.
+TEST_P(AutogradTest, RowOpsMatchCentralDifferences) {
+  const int R = 3, n = 6;
+  using Rows = std::vector<double>;
+  // The ops in float64 over [R, n] row-major; dim 0 is the softmax over the other dim.
+  auto softmax = [&](const Rows& x, bool log, bool over_rows) {
+    Rows y(R * n);
+    const int outer = over_rows ? n : R, len = over_rows ? R : n;
+    for (int o = 0; o < outer; ++o) {
+      auto at = [&](int j) { return over_rows ? j * n + o : o * n + j; };
+      double m = -1e300, s = 0;
+      for (int j = 0; j < len; ++j) m = std::max(m, x[at(j)]);
+      for (int j = 0; j < len; ++j) s += std::exp(x[at(j)] - m);
+      for (int j = 0; j < len; ++j)
+        y[at(j)] = log ? x[at(j)] - m - std::log(s) : std::exp(x[at(j)] - m) / s;
+    }
+    return y;
+  };
+  auto norm = [&](const Rows& x, const Rows& w, const Rows& b, bool layer) {
+    Rows y(R * n);
+    for (int r = 0; r < R; ++r) {
+      double mean = 0, var = 0;
+      for (int j = 0; j < n; ++j) mean += x[r * n + j] / n;
+      if (!layer) mean = 0;
+      for (int j = 0; j < n; ++j) var += (x[r * n + j] - mean) * (x[r * n + j] - mean) / n;
+      const double rstd = 1 / std::sqrt(var + 1e-5);
+      for (int j = 0; j < n; ++j)
+        y[r * n + j] = (x[r * n + j] - mean) * rstd * w[j] + (layer ? b[j] : 0);
+    }
+    return y;
+  };
+  const auto X = kt::uniform(R * n, -2, 2, rng()), G = kt::uniform(R * n, -1, 1, rng()),
+             Wv = kt::uniform(n, 0.5, 1.5, rng()), Bv = kt::uniform(n, -1, 1, rng());
+  const Rows x0(X.begin(), X.end()), w0(Wv.begin(), Wv.end()), b0(Bv.begin(), Bv.end());
+  auto g = Tensor<2>::from_data(G, {R, n}, dev());
+  // d sum(f(v) G) / dv by central differences, for one of the op's inputs v.
+  auto numeric = [&](Rows v, const std::function<Rows(const Rows&)>& f) {
+    Rows d(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double h = 1e-6, keep = v[i];
+      auto dot = [&](const Rows& y) {
+        double s = 0;
+        for (int k = 0; k < R * n; ++k) s += y[k] * G[k];
+        return s;
+      };
+      v[i] = keep + h;
+      const double up = dot(f(v));
+      v[i] = keep - h;
+      d[i] = (up - dot(f(v))) / (2 * h);
+      v[i] = keep;
+    }
+    return d;
+  };
+  for (int k = 0; k < 5; ++k) {
+    SCOPED_TRACE(k);
+    auto x = Tensor<2>::from_data(X, {R, n}, dev()).requires_grad(true);
+    auto w = Tensor<1>::from_data(Wv, {n}, dev()).requires_grad(true);
+    auto b = Tensor<1>::from_data(Bv, {n}, dev()).requires_grad(true);
+    Tensor<2> y;
+    std::function<Rows(const Rows&)> fx;
+    if (k < 3) {
+      const bool log = k == 1, over_rows = k == 2;
+      y = log ? x.log_softmax(1) : x.softmax(over_rows ? 0 : 1);
+      fx = [&, log, over_rows](const Rows& v) { return softmax(v, log, over_rows); };
+    } else {
+      const bool layer = k == 3;
+      y = layer ? kiln::layer_norm(x, w, b) : kiln::rms_norm(x, w, 1e-5);
+      fx = [&, layer](const Rows& v) { return norm(v, w0, b0, layer); };
+      (y * g).sum().backward();
+      expect_near_all(w.grad()->to_vector(),
+                      numeric(w0, [&, layer](const Rows& v) { return norm(x0, v, b0, layer); }),
+                      "dw");
+      if (layer)
+        expect_near_all(b.grad()->to_vector(),
+                        numeric(b0, [&](const Rows& v) { return norm(x0, w0, v, true); }), "db");
+      expect_near_all(x.grad()->to_vector(), numeric(x0, fx), "dx");
+      continue;
+    }
+    (y * g).sum().backward();
+    expect_near_all(x.grad()->to_vector(), numeric(x0, fx), "dx");
+  }
 }
 
 TEST_P(AutogradTest, BackendNameShowsTheDecorator) {

@@ -74,6 +74,17 @@ void Autodiff::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
   attach(node, 0, *out);
 }
 
+void Autodiff::rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
+                    detail::Out y, const detail::RowStats& stats) {
+  inner().rows(op, x, params, y, stats);
+  const bool want_x = needs(x), want_w = params.weight && needs(*params.weight),
+             want_b = params.bias && needs(*params.bias);
+  if ((!want_x && !want_w && !want_b) || !grad_enabled()) return;
+  auto node = rows_node(op, x, params, *y, stats, want_x, want_w, want_b);
+  finish(node, device());
+  attach(node, 0, *y);
+}
+
 std::vector<detail::BackendFeature> Autodiff::features() const {
   return {{"autodiff", "reverse mode; records only ops on tensors that need a gradient"}};
 }

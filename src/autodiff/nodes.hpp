@@ -27,4 +27,11 @@ std::shared_ptr<Node> index_node(detail::IndexOp op, const TensorImpl& x, int di
                                  const TensorImpl& index, const TensorImpl* src, bool want_x,
                                  bool want_src);
 
+// softmax / log_softmax / layer_norm / rms_norm over the last dim (rows_node.cpp); the norms
+// need their row statistics (the front end always asks for them).
+std::shared_ptr<Node> rows_node(detail::RowOp op, const TensorImpl& x,
+                                const detail::RowParams& params, const TensorImpl& y,
+                                const detail::RowStats& stats, bool want_x, bool want_w,
+                                bool want_b);
+
 }  // namespace kiln::autodiff

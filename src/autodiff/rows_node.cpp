@@ -1,0 +1,169 @@
+// Backward of Backend::rows (softmax, log_softmax, layer_norm, rms_norm over the last dim), with
+// element-wise programs and sums over the last dim (and over the rows, for weight and bias).
+//   softmax:     dx = y (g - sum(g y))
+//   log_softmax: dx = g - exp(y) sum(g)
+//   layer_norm:  xhat = (x - mean) rstd, dxhat = g w: dx = rstd (dxhat - mean(dxhat) -
+//                xhat mean(dxhat xhat)); dw = sum over rows of g xhat, db = sum over rows of g
+//   rms_norm:    xhat = x rstd: dx = rstd (dxhat - xhat mean(dxhat xhat)); dw as layer_norm's
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "autodiff/nodes.hpp"
+#include "autodiff/tensor_ops.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::autodiff {
+
+namespace {
+
+using detail::RowOp;
+constexpr DType kF32 = DType::f32;
+
+Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
+
+// A per-row tensor (shape x.shape[:-1], contiguous) seen at every element of x.
+TensorImpl per_row(const TensorImpl& stat, const Dims& shape) {
+  TensorImpl v = stat;
+  v.strides = detail::contiguous_strides(stat.shape);
+  v.strides.push_back(0);
+  v.shape = shape;
+  return v;
+}
+
+// A per-column tensor ([n]) seen at every element of x.
+TensorImpl per_column(const TensorImpl& p, const Dims& shape) {
+  TensorImpl v = p;
+  v.strides.assign(shape.size(), 0);
+  v.strides.back() = p.strides[0];
+  v.shape = shape;
+  return v;
+}
+
+// t (contiguous, x's shape) summed over every row: [n].
+Handle sum_rows(Backend& be, const Handle& t, DType dtype) {
+  TensorImpl flat = *t;
+  const std::int64_t n = t->shape.back();
+  flat.shape = {t->numel() / std::max<std::int64_t>(n, 1), n};
+  flat.strides = {n, 1};
+  Handle s = sum_dim(be, flat, 0);
+  TensorImpl col = *s;
+  col.shape = {n};
+  col.strides = {1};
+  Handle out = be.empty({n}, dtype);
+  copy_into(be, col, *out);
+  return out;
+}
+
+class RowsNode final : public Node {
+ public:
+  RowsNode(RowOp op, const TensorImpl& x, const detail::RowParams& p, const TensorImpl& y,
+           const detail::RowStats& stats, bool want_x, bool want_w, bool want_b)
+      : op_(op), want_x_(want_x), want_w_(want_w), want_b_(want_b) {
+    saved_ = {keep(x), keep(y), nullptr, nullptr, nullptr};  // x, y, weight, mean, rstd
+    if (detail::row_op_normalises(op)) {
+      if (!stats.rstd || (op == RowOp::layer_norm && !stats.mean))
+        throw InternalError(fmt::format("autodiff: {} recorded without its row statistics",
+                                        detail::row_op_name(op)));
+      if (p.weight) saved_[2] = keep(*p.weight);
+      if (stats.mean) saved_[3] = keep(**stats.mean);
+      saved_[4] = keep(**stats.rstd);
+    }
+    if (want_x) edges.push_back({meta_for(x), View::of(x)});
+    if (want_w) edges.push_back({meta_for(*p.weight), View::of(*p.weight)});
+    if (want_b) edges.push_back({meta_for(*p.bias), View::of(*p.bias)});
+  }
+  const char* name() const override { return detail::row_op_name(op_); }
+  bool release() override { return std::exchange(saved_, {}).size() > 0; }
+
+  std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
+    const TensorImpl& x = *saved_[0];
+    const TensorImpl& g = *grads[0];
+    const Dims& shape = x.shape;
+    const int last = static_cast<int>(shape.size()) - 1;
+    std::vector<Handle> out;
+    if (op_ == RowOp::softmax || op_ == RowOp::log_softmax) {
+      const TensorImpl& y = *saved_[1];
+      const bool log = op_ == RowOp::log_softmax;
+      ir::Program p1;  // g y (softmax) or g (log_softmax), summed per row
+      const auto g1 = p1.cast(p1.input(g.dtype), kF32);
+      p1.output(log ? g1 : p1.binary(ir::Op::mul, g1, p1.cast(p1.input(y.dtype), kF32)));
+      const TensorImpl* in1[] = {&g, &y};
+      Handle s = sum_dim(be, *run(be, p1, std::span(in1, log ? 1 : 2), {}, shape)[0], last);
+      const TensorImpl sb = broadcast(*s, shape);
+      ir::Program p2;
+      const auto gv = p2.cast(p2.input(g.dtype), kF32), yv = p2.cast(p2.input(y.dtype), kF32),
+                 sv = p2.input(kF32);
+      const auto dx =
+          log ? p2.binary(ir::Op::sub, gv, p2.binary(ir::Op::mul, p2.unary(ir::Op::exp, yv), sv))
+              : p2.binary(ir::Op::mul, yv, p2.binary(ir::Op::sub, gv, sv));
+      p2.output(p2.cast(dx, x.dtype));
+      const TensorImpl* in2[] = {&g, &y, &sb};
+      out.push_back(run(be, p2, in2, {}, shape)[0]);
+      return out;
+    }
+    // The norms. xhat and dxhat (f32), then the two row means, then dx.
+    const bool layer = op_ == RowOp::layer_norm;
+    const TensorImpl rstd = per_row(*saved_[4], shape);
+    const TensorImpl mean = layer ? per_row(*saved_[3], shape) : TensorImpl{};
+    const TensorImpl w = saved_[2] ? per_column(*saved_[2], shape) : TensorImpl{};
+    const double inv_n = 1.0 / static_cast<double>(shape.back());
+    ir::Program p1;  // xhat, dxhat, dxhat * xhat
+    const auto xv = p1.cast(p1.input(x.dtype), kF32), gv = p1.cast(p1.input(g.dtype), kF32),
+               rv = p1.input(kF32);
+    const auto mv = layer ? p1.input(kF32) : -1;
+    const auto wv = saved_[2] ? p1.cast(p1.input(w.dtype), kF32) : -1;
+    const auto xhat = p1.binary(ir::Op::mul, layer ? p1.binary(ir::Op::sub, xv, mv) : xv, rv);
+    const auto dxhat = wv >= 0 ? p1.binary(ir::Op::mul, gv, wv) : gv;
+    p1.output(xhat);
+    p1.output(dxhat);
+    p1.output(p1.binary(ir::Op::mul, dxhat, xhat));
+    std::vector<const TensorImpl*> in1{&x, &g, &rstd};
+    if (layer) in1.push_back(&mean);
+    if (saved_[2]) in1.push_back(&w);
+    const std::vector<Handle> t = run(be, p1, in1, {}, shape);  // xhat, dxhat, dxhat xhat
+    if (want_x_) {
+      const TensorImpl c = broadcast(*sum_dim(be, *t[2], last), shape);
+      const Handle a_sum = layer ? sum_dim(be, *t[1], last) : nullptr;
+      const TensorImpl a = layer ? broadcast(*a_sum, shape) : TensorImpl{};
+      ir::Program p2;  // rstd (dxhat - a/n - xhat c/n)
+      const auto xh = p2.input(kF32), dxh = p2.input(kF32), r = p2.input(kF32), cv = p2.input(kF32),
+                 k = p2.scalar(kF32);
+      auto inner =
+          p2.binary(ir::Op::sub, dxh, p2.binary(ir::Op::mul, xh, p2.binary(ir::Op::mul, cv, k)));
+      if (layer) inner = p2.binary(ir::Op::sub, inner, p2.binary(ir::Op::mul, p2.input(kF32), k));
+      p2.output(p2.cast(p2.binary(ir::Op::mul, r, inner), x.dtype));
+      std::vector<const TensorImpl*> in2{t[0].get(), t[1].get(), &rstd, &c};
+      if (layer) in2.push_back(&a);
+      out.push_back(run(be, p2, in2, std::span(&inv_n, 1), shape)[0]);
+    }
+    if (want_w_) {  // sum over rows of g xhat
+      ir::Program pw;
+      pw.output(pw.binary(ir::Op::mul, pw.cast(pw.input(g.dtype), kF32), pw.input(kF32)));
+      const TensorImpl* inw[] = {&g, t[0].get()};
+      out.push_back(sum_rows(be, run(be, pw, inw, {}, shape)[0], saved_[2]->dtype));
+    }
+    if (want_b_) {
+      ir::Program pb;
+      pb.output(pb.cast(pb.input(g.dtype), kF32));
+      const TensorImpl* inb[] = {&g};
+      out.push_back(sum_rows(be, run(be, pb, inb, {}, shape)[0], x.dtype));
+    }
+    return out;
+  }
+
+ private:
+  RowOp op_;
+  bool want_x_, want_w_, want_b_;
+};
+
+}  // namespace
+
+std::shared_ptr<Node> rows_node(RowOp op, const TensorImpl& x, const detail::RowParams& params,
+                                const TensorImpl& y, const detail::RowStats& stats, bool want_x,
+                                bool want_w, bool want_b) {
+  return std::make_shared<RowsNode>(op, x, params, y, stats, want_x, want_w, want_b);
+}
+
+}  // namespace kiln::autodiff

@@ -36,6 +36,9 @@
 #if KILN_WITH_FUSION
 #include "fusion/fusion_backend.hpp"
 #endif
+#if KILN_WITH_AUTODIFF
+#include "autodiff/autodiff_backend.hpp"
+#endif
 #if KILN_WITH_CUDA
 #include "../require_cuda.hpp"
 #include "cuda/cuda_backend.hpp"
@@ -104,10 +107,27 @@ inline DecoratorSpec fusion() {
       }};
 }
 
+inline DecoratorSpec autodiff() {
+  return {"autodiff",
+          [] {
+            return std::string(KILN_WITH_AUTODIFF ? "" : "kiln was built with -DKILN_AUTODIFF=OFF");
+          },
+          [](Backend& inner) -> std::unique_ptr<Backend> {
+#if KILN_WITH_AUTODIFF
+            return std::make_unique<kiln::autodiff::Autodiff>(inner);
+#else
+             (void)inner;
+             return nullptr;
+#endif
+          }};
+}
+
 // THE list of decorator stacks the suite runs over every backend, innermost first ({} is the
 // backend alone). These are the chains the registry composes; a new decorator adds its stacks
-// here (autodiff<fusion<B>> would be {fusion(), autodiff()}) and every test runs on them.
-inline std::vector<std::vector<DecoratorSpec>> stacks() { return {{}, {fusion()}}; }
+// here and every test runs on them.
+inline std::vector<std::vector<DecoratorSpec>> stacks() {
+  return {{}, {fusion()}, {fusion(), autodiff()}};
+}
 
 struct ChainSpec {
   BackendSpec backend;

@@ -342,6 +342,31 @@ TEST_P(AutogradTest, RowOpsMatchCentralDifferences) {
   }
 }
 
+// checkpoint: the same gradients as the region run plainly, for its input and for a weight it
+// captures; the region runs twice (once forward, once in backward).
+TEST_P(AutogradTest, CheckpointRecomputesInBackward) {
+  auto x = leaf<2>({4, 3});
+  auto w = leaf<2>({3, 5});
+  int runs = 0;
+  std::function<Tensor<2>(const std::vector<Tensor<2>>&)> block =
+      [&](const std::vector<Tensor<2>>& in) {
+        ++runs;
+        return (kiln::matmul(in[0], w).tanh() * in[0].sum(1, kiln::KeepDim{})).exp();
+      };
+  block({x}).sum().backward();
+  const auto dx = x.grad()->to_vector(), dw = w.grad()->to_vector();
+  x.zero_grad();
+  w.zero_grad();
+  runs = 0;
+  auto y = kiln::checkpoint(block, std::vector<Tensor<2>>{x});
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_EQ(runs, 1);
+  y.sum().backward();
+  EXPECT_EQ(runs, 2);
+  expect_near_all(x.grad()->to_vector(), std::vector<double>(dx.begin(), dx.end()), "dx");
+  expect_near_all(w.grad()->to_vector(), std::vector<double>(dw.begin(), dw.end()), "dw");
+}
+
 TEST_P(AutogradTest, BackendNameShowsTheDecorator) {
   EXPECT_NE(dev().backend_name().find("autodiff<"), std::string::npos) << dev().backend_name();
 }

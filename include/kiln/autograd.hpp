@@ -2,6 +2,7 @@
 // switching recording off for a scope. docs/autodiff.md says how gradients are recorded.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "kiln/detail/ops.hpp"
@@ -39,6 +40,24 @@ std::vector<Tensor<D>> grad(const Tensor<E>& output, const std::vector<Tensor<D>
   for (auto& g : detail::gradients(output.handle("grad"), in, retain_graph))
     out.emplace_back(std::move(g));
   return out;
+}
+
+// fn(inputs...) without keeping its intermediates for backward, as
+// torch.utils.checkpoint: backward runs fn again from the inputs (which are kept) and takes the
+// gradient through that, trading compute for memory. fn must be deterministic (a dropout inside
+// draws from its seed, so it is); tensors it captures (a module's weights) get their gradients as
+// usual. The inputs share one rank D.
+template <std::size_t D, std::size_t E>
+Tensor<E> checkpoint(const std::function<Tensor<E>(const std::vector<Tensor<D>>&)>& fn,
+                     const std::vector<Tensor<D>>& inputs) {
+  std::vector<detail::Handle> in;
+  for (const auto& t : inputs) in.push_back(t.handle("checkpoint"));
+  auto region = [fn](const std::vector<detail::Handle>& hs) {
+    std::vector<Tensor<D>> ts;
+    for (const auto& h : hs) ts.emplace_back(h);
+    return fn(ts).handle("checkpoint");
+  };
+  return Tensor<E>(detail::checkpoint(region, in));
 }
 
 }  // namespace kiln

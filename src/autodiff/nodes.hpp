@@ -1,6 +1,7 @@
 // The recorded ops, one Node type per backend call that has a gradient.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -33,5 +34,11 @@ std::shared_ptr<Node> rows_node(detail::RowOp op, const TensorImpl& x,
                                 const detail::RowParams& params, const TensorImpl& y,
                                 const detail::RowStats& stats, bool want_x, bool want_w,
                                 bool want_b);
+
+// kiln::checkpoint: `region` computed out (a fresh result, whose buffer no recorded op wrote)
+// from `inputs` with recording off; backward runs it again from the saved inputs.
+using Region = std::function<Handle(const std::vector<Handle>&)>;
+void record_checkpoint(Region region, std::span<const Handle> inputs, const TensorImpl& out,
+                       std::function<Backend&(Device)> backend);
 
 }  // namespace kiln::autodiff

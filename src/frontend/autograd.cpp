@@ -8,6 +8,7 @@
 #if KILN_WITH_AUTODIFF
 #include "autodiff/engine.hpp"
 #include "autodiff/graph.hpp"
+#include "autodiff/nodes.hpp"
 #endif
 
 namespace kiln::detail {
@@ -110,6 +111,32 @@ std::vector<Handle> gradients(const Handle& output, std::span<const Handle> inpu
   return out;
 }
 
+Handle checkpoint(const std::function<Handle(const std::vector<Handle>&)>& region,
+                  const std::vector<Handle>& inputs) {
+  bool any = false;
+  for (const Handle& t : inputs) any |= requires_grad(t);
+  if (!any || !autodiff::grad_enabled()) return region(inputs);
+  Handle out;
+  {
+    autodiff::set_grad_enabled(false);
+    struct Restore {
+      ~Restore() { autodiff::set_grad_enabled(true); }
+    } restore;
+    out = region(inputs);
+    // The node needs a result of its own: one no op recorded (an input returned as it is is
+    // copied).
+    if (out->buffer->autograd) {
+      ir::Program copy;
+      copy.output(copy.input(out->dtype));
+      out = run_elementwise1("checkpoint", copy, std::span(&out, 1), {}, out->shape, out->device);
+    }
+  }
+  if (!is_floating(out->dtype)) return out;
+  autodiff::record_checkpoint(region, inputs, *out,
+                              [](Device d) -> Backend& { return backend(d); });
+  return out;
+}
+
 void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook) {
   const auto& meta = t->buffer->autograd;
   if (!meta || !meta->leaf()) {
@@ -147,6 +174,10 @@ void backward(const Handle&, const Handle&, bool) { absent("backward"); }
 Handle detach(const Handle& t) { return t; }
 void on_grad_final(const Handle&, std::function<void(const Handle&)>) { absent("on_grad_final"); }
 std::vector<Handle> gradients(const Handle&, std::span<const Handle>, bool) { absent("grad"); }
+Handle checkpoint(const std::function<Handle(const std::vector<Handle>&)>& region,
+                  const std::vector<Handle>& inputs) {
+  return region(inputs);
+}
 bool grad_enabled() { return false; }
 void set_grad_enabled(bool) {}
 

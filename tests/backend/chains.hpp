@@ -116,8 +116,8 @@ inline DecoratorSpec autodiff() {
 #if KILN_WITH_AUTODIFF
             return std::make_unique<kiln::autodiff::Autodiff>(inner);
 #else
-             (void)inner;
-             return nullptr;
+            (void)inner;
+            return nullptr;
 #endif
           }};
 }

@@ -116,6 +116,9 @@ Handle detach(const Handle& t);
 // kiln::grad: d output / d input for each input (zeros where none flows), output one element.
 std::vector<Handle> gradients(const Handle& output, std::span<const Handle> inputs,
                               bool retain_graph);
+// kiln::checkpoint: region(inputs) with its intermediates recomputed in backward.
+Handle checkpoint(const std::function<Handle(const std::vector<Handle>&)>& region,
+                  const std::vector<Handle>& inputs);
 // Runs hook with t's gradient (seen through t's view) each time a backward pass has finished
 // adding to it.
 void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook);

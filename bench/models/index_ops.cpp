@@ -21,9 +21,7 @@
 #include <string>
 #include <vector>
 
-#if KILN_BENCH_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "bench_timing.hpp"
 
 namespace {
 
@@ -39,40 +37,11 @@ struct Options {
 
 double seconds_per_call(const Options& o, const std::function<void()>& call,
                         const std::function<void()>& sync) {
-  call();
-  sync();
-  double best = 1e30;
-  for (int r = 0; r < o.runs; ++r) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < o.batch; ++i) call();
-    sync();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / o.batch);
-  }
-  return best;
+  return kiln_bench::seconds_per_call(o.runs, o.batch, call, sync);
 }
 
-// Seconds to move `bytes` (read half, write half) as the device copies memory.
 double copy_seconds(const Options& o, std::size_t bytes) {
-  const std::size_t half = bytes / 2;
-#if KILN_BENCH_WITH_CUDA
-  if (o.device.kind() == kiln::Device::Kind::cuda) {
-    void *src = nullptr, *dst = nullptr;
-    if (cudaSetDevice(o.device.index()) != cudaSuccess || cudaMalloc(&src, half) != cudaSuccess ||
-        cudaMalloc(&dst, half) != cudaSuccess) {
-      std::fprintf(stderr, "index_ops: cannot allocate the copy's buffers\n");
-      std::exit(1);
-    }
-    const double s = seconds_per_call(
-        o, [&] { cudaMemcpyAsync(dst, src, half, cudaMemcpyDeviceToDevice, nullptr); },
-        [] { cudaDeviceSynchronize(); });
-    cudaFree(src);
-    cudaFree(dst);
-    return s;
-  }
-#endif
-  std::vector<char> src(half, 1), dst(half);
-  return seconds_per_call(
-      o, [&] { std::memcpy(dst.data(), src.data(), half); }, [] {});
+  return kiln_bench::copy_seconds(o.device, o.runs, o.batch, bytes);
 }
 
 Options parse(int argc, char** argv) {

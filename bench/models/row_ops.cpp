@@ -25,7 +25,6 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using kiln::DType;
 using kiln::Tensor;
 

@@ -9,17 +9,17 @@ namespace {
 thread_local bool grad_on = true;
 std::atomic<std::uint64_t> sequence_counter{0};
 
-// A node being destroyed hands the nodes only it kept alive to this stack instead of destroying
-// them inside its own destructor, and the outermost destructor empties it: a 100,000-op chain
-// is freed in a loop, not 100,000 nested destructors.
-thread_local std::vector<std::shared_ptr<Node>> doomed;
-thread_local bool draining = false;
+// A node being destroyed hands the nodes only it kept alive to the outermost destructor's stack
+// instead of destroying them inside its own destructor, and the outermost one empties it: a
+// 100,000-op chain is freed in a loop, not 100,000 nested destructors. (A plain pointer, so that
+// a graph freed during the thread's exit finds nothing destroyed already.)
+thread_local std::vector<std::shared_ptr<Node>>* doomed = nullptr;
 
 // Moves the writers of `m` out where `m` dies with its last owner (the caller's reference).
 void steal_writers(std::shared_ptr<Meta>& m) {
   if (m && m.use_count() == 1)
     for (auto& w : m->writers)
-      if (w.use_count() == 1) doomed.push_back(std::move(w));
+      if (w.use_count() == 1) doomed->push_back(std::move(w));
 }
 }  // namespace
 
@@ -51,6 +51,9 @@ std::shared_ptr<Meta> meta_for(const TensorImpl& t) {
 }
 
 Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  const bool outermost = doomed == nullptr;
+  if (outermost) doomed = &stack;
   // Edges first: a Meta that only an edge holds dies with it; then the saved tensors, whose
   // buffers may hold the same Metas (so only now is each buffer the last owner of its Meta).
   for (Edge& e : edges) steal_writers(e.meta);
@@ -58,14 +61,13 @@ Node::~Node() {
   for (Handle& h : saved_)
     if (h && h.use_count() == 1 && h->buffer.use_count() == 1) steal_writers(h->buffer->autograd);
   saved_.clear();
-  if (draining) return;
-  draining = true;
-  while (!doomed.empty()) {
-    std::shared_ptr<Node> n = std::move(doomed.back());
-    doomed.pop_back();
+  if (!outermost) return;
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
     n.reset();  // its destructor pushes what it alone kept alive
   }
-  draining = false;
+  doomed = nullptr;
 }
 
 }  // namespace kiln::autodiff

@@ -8,6 +8,7 @@
 #include "kiln/dtype.hpp"
 #include "kiln/error.hpp"
 #include "kiln/format.hpp"
+#include "kiln/loss.hpp"
 #include "kiln/norm.hpp"
 #include "kiln/npy.hpp"
 #include "kiln/shape.hpp"

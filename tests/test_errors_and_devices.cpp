@@ -299,3 +299,15 @@ TEST_P(ConfigTest, ResultsStayCorrect) {
 }
 
 }  // namespace
+
+// Built without autodiff, asking for a gradient is an error that names the option.
+TEST(AutodiffAbsent, RequiresGradNamesTheOption) {
+  if (KILN_WITH_AUTODIFF) GTEST_SKIP() << "kiln was built with autodiff";
+  auto x = kiln::Tensor<1>::ones({2});
+  try {
+    x.requires_grad(true);
+    FAIL() << "requires_grad(true) did not throw";
+  } catch (const kiln::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_AUTODIFF"), std::string::npos) << e.what();
+  }
+}

@@ -409,6 +409,32 @@ TEST_P(AutogradTest, SgdFitsALinearModel) {
   for (int i = 0; i < k; ++i) EXPECT_NEAR(W[i], T[i], 1e-3);
 }
 
+// Training steps of a small MLP (forward, backward, update under NoGradGuard) and forward-only
+// steps leave the live buffers and autodiff nodes flat: each step's graph goes with its loss.
+TEST_P(AutogradTest, StepsLeaveBuffersAndNodesFlat) {
+  auto x = Tensor<2>::from_data(kt::uniform(32 * 16, -1, 1, rng()), {32, 16}, dev());
+  auto y = Tensor<2>::from_data(kt::uniform(32 * 4, -1, 1, rng()), {32, 4}, dev());
+  auto w1 = leaf<2>({16, 32}, -0.3, 0.3), w2 = leaf<2>({32, 4}, -0.3, 0.3);
+  auto step = [&](bool train) {
+    auto loss = kiln::mse_loss(kiln::matmul(kiln::matmul(x, w1).gelu(), w2), y);
+    if (!train) return loss.item();
+    loss.backward();
+    kiln::NoGradGuard no_grad;
+    w1 = (w1 - *w1.grad() * 0.05f).requires_grad(true);
+    w2 = (w2 - *w2.grad() * 0.05f).requires_grad(true);
+    return loss.item();
+  };
+  for (bool train : {true, false}) {
+    for (int i = 0; i < 20; ++i) step(train);
+    const auto buffers = kiln::memory_stats().live_buffers;
+    const auto nodes = kiln::autodiff_stats().live_nodes;
+    for (int i = 0; i < 300; ++i) step(train);
+    EXPECT_EQ(kiln::memory_stats().live_buffers, buffers) << (train ? "training" : "forward");
+    EXPECT_EQ(kiln::autodiff_stats().live_nodes, nodes) << (train ? "training" : "forward");
+  }
+  EXPECT_EQ(kiln::autodiff_stats().live_nodes, 0);  // no loss is held
+}
+
 // A chain of 100,000 recorded ops is released in a loop when its last tensor goes, and backward
 // over a long chain runs without recursion.
 TEST(Autograd, LongChainsNeitherRecurseNorOverflow) {

@@ -27,6 +27,11 @@ class NoGradGuard {
 // Whether ops on this thread record for backward (false inside a NoGradGuard).
 inline bool grad_enabled() { return detail::grad_enabled(); }
 
+struct AutodiffStats {
+  long long live_nodes = 0;  // recorded ops whose graph some tensor still holds
+};
+inline AutodiffStats autodiff_stats() { return {detail::live_autodiff_nodes()}; }
+
 // The gradients of a one-element output with respect to each of `inputs` (leaves or results of
 // recorded ops), as torch.autograd.grad with materialize_grads: zeros for an input no gradient
 // reaches. Nothing is added to any leaf's grad() and no hook runs; without retain_graph the ops

@@ -8,6 +8,7 @@ namespace kiln::autodiff {
 namespace {
 thread_local bool grad_on = true;
 std::atomic<std::uint64_t> sequence_counter{0};
+std::atomic<std::int64_t> node_count{0};
 
 // A node being destroyed hands the nodes only it kept alive to the outermost destructor's stack
 // instead of destroying them inside its own destructor, and the outermost one empties it: a
@@ -50,7 +51,12 @@ std::shared_ptr<Meta> meta_for(const TensorImpl& t) {
   return slot;
 }
 
+std::int64_t live_nodes() { return node_count.load(std::memory_order_relaxed); }
+
+Node::Node() { node_count.fetch_add(1, std::memory_order_relaxed); }
+
 Node::~Node() {
+  node_count.fetch_sub(1, std::memory_order_relaxed);
   std::vector<std::shared_ptr<Node>> stack;
   const bool outermost = doomed == nullptr;
   if (outermost) doomed = &stack;

@@ -74,6 +74,7 @@ struct Edge {
 // none flows), in the edge's dtype and view shape (any strides).
 class Node {
  public:
+  Node();
   virtual ~Node();
   virtual const char* name() const = 0;
   virtual std::vector<Handle> backward(Backend& be, std::span<const Handle> grad_outputs) = 0;
@@ -97,5 +98,7 @@ class Node {
 
 // The next sequence number.
 std::uint64_t next_sequence();
+// Nodes alive in the process (kiln::autodiff_stats), for tests that a graph goes with its tensors.
+std::int64_t live_nodes();
 
 }  // namespace kiln::autodiff

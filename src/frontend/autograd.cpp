@@ -151,6 +151,7 @@ void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook) {
 }
 
 bool grad_enabled() { return autodiff::grad_enabled(); }
+long long live_autodiff_nodes() { return autodiff::live_nodes(); }
 void set_grad_enabled(bool on) { autodiff::set_grad_enabled(on); }
 
 #else
@@ -180,6 +181,7 @@ Handle checkpoint(const std::function<Handle(const std::vector<Handle>&)>& regio
 }
 bool grad_enabled() { return false; }
 void set_grad_enabled(bool) {}
+long long live_autodiff_nodes() { return 0; }
 
 #endif
 

@@ -124,6 +124,7 @@ Handle checkpoint(const std::function<Handle(const std::vector<Handle>&)>& regio
 void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook);
 bool grad_enabled();
 void set_grad_enabled(bool on);
+long long live_autodiff_nodes();
 // Views: pieces of `size` along dim (the last one shorter), or of the given sizes.
 std::vector<Handle> split(const Handle& x, std::int64_t size, int dim);
 std::vector<Handle> split(const Handle& x, std::span<const std::int64_t> sizes, int dim);

@@ -78,10 +78,10 @@ struct MathOp {
 };
 
 const MathOp kOps[] = {
-    {"gelu", gelu_ref, kiln::dev::gelu_f, 3, [](const Tensor<1>& t) { return t.gelu(); }},
+    {"gelu", gelu_ref, kiln::dev::gelu_f, 4, [](const Tensor<1>& t) { return t.gelu(); }},
     {"sigmoid", sigmoid_ref, kiln::dev::sigmoid_f, 2,
      [](const Tensor<1>& t) { return t.sigmoid(); }},
-    {"silu", silu_ref, kiln::dev::silu_f, 2, [](const Tensor<1>& t) { return t.silu(); }},
+    {"silu", silu_ref, kiln::dev::silu_f, 3, [](const Tensor<1>& t) { return t.silu(); }},
     {"rsqrt", rsqrt_ref, rsqrt_emulated, 1, [](const Tensor<1>& t) { return t.rsqrt(); }},
     {"erf", erf_ref, nullptr, 2, [](const Tensor<1>& t) { return t.erf(); }},
 };

@@ -7,7 +7,9 @@
 //   kiln_elementwise_ops [--device cuda|cpu] [--log2n 26] [--runs 10] [--batch 20]
 //
 // The copy: cudaMemcpyAsync device to device between two buffers of the op's bytes (read plus
-// written), or memcpy on the CPU. bench/peers/torch_elementwise_ops.py prints the same table for
+// written), or memcpy on the CPU. The last row per dtype, `normal`, is Tensor::random with
+// Distribution::normal(), which only writes: its copy moves the same bytes (half read, half
+// written). bench/peers/torch_elementwise_ops.py prints the same table for
 // PyTorch eager.
 #include <cstdio>
 #include <cstdlib>
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
       return kiln_bench::copy_seconds(o.device, o.runs, o.batch,
                                       operands * n * kiln::dtype_size(t));
     };
-    const double copy_by_inputs[] = {0, copy(2), copy(3)};
+    const double copy_by_inputs[] = {copy(1), copy(2), copy(3)};
     for (const Op& op : ops()) {
       const double bytes = static_cast<double>((op.inputs + 1) * n * kiln::dtype_size(t));
       const double s = kiln_bench::seconds_per_call(
@@ -113,6 +115,16 @@ int main(int argc, char** argv) {
                   bytes / copy / 1e9, copy / s);
       std::fflush(stdout);
     }
+    // random normal: writes only (torch.randn beside it in the peer).
+    const double bytes = static_cast<double>(n * kiln::dtype_size(t));
+    std::uint64_t seed = 3;
+    const double s = kiln_bench::seconds_per_call(
+        o.runs, o.batch,
+        [&] { (void)Tensor<1>::random({n}, kiln::Distribution::normal(), o.device, seed++, t); },
+        [&] { o.device.sync(); });
+    std::printf("%-8s %-5s %10.1f %10.1f %9.2f\n", "normal", kiln::dtype_name(t), bytes / s / 1e9,
+                bytes / copy_by_inputs[0] / 1e9, copy_by_inputs[0] / s);
+    std::fflush(stdout);
   }
   return 0;
 }

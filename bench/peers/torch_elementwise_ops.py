@@ -5,7 +5,8 @@
 
 Each op is queued `batch` times between two synchronizes (min over `runs` samples, divided by
 `batch`); the copy is `dst.copy_(src)` of the op's bytes (read plus written). Prints the table
-kiln_elementwise_ops prints: op, dtype, GB/s, copy GB/s, fraction.
+kiln_elementwise_ops prints: op, dtype, GB/s, copy GB/s, fraction; the last row per dtype is
+torch.randn (writes only; its copy moves the same bytes).
 """
 import argparse
 import time
@@ -57,7 +58,7 @@ def main():
         y = (torch.rand(n, device="cuda") * 1.5 + 0.5).to(dtype)
         size = x.element_size()
         copies = {}
-        for inputs in (1, 2):
+        for inputs in (0, 1, 2):
             src = torch.empty((inputs + 1) * n * size // 2, dtype=torch.uint8, device="cuda")
             dst = torch.empty_like(src)
             copies[inputs] = seconds_per_call(lambda: dst.copy_(src), o.runs, o.batch)
@@ -67,6 +68,12 @@ def main():
             c = copies[inputs]
             print(f"{op:<8} {name:<5} {nbytes / s / 1e9:10.1f} {nbytes / c / 1e9:10.1f} "
                   f"{c / s:9.2f}", flush=True)
+        # randn writes only: its copy moves the same bytes (half read, half written)
+        nbytes = n * size
+        s = seconds_per_call(lambda: torch.randn(n, device="cuda", dtype=dtype), o.runs, o.batch)
+        c = copies[0]
+        print(f"{'normal':<8} {name:<5} {nbytes / s / 1e9:10.1f} {nbytes / c / 1e9:10.1f} "
+              f"{c / s:9.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@
 //
 // CUDA C compiled by NVRTC at run time, never by the host compiler: cmake/KilnEmbed.cmake embeds
 // this file's bytes in kiln, and the IR's CUDA C generator (src/ir/cuda_codegen.cpp,
-// ir::cuda_prelude()) puts it at the top of every element-wise kernel; the reduction sources
-// (src/cuda/reduce_source.cpp) begin with it too.
+// ir::cuda_prelude()) puts it, after src/ir/cuda_math.cuh, at the top of every element-wise kernel;
+// the reduction sources (src/cuda/reduce_source.cpp) begin with it too.
 namespace kiln {
 __device__ __forceinline__ bool isnan_f(float x) { return x != x; }
 __device__ __forceinline__ int wrap(unsigned x) { return (int)x; }
@@ -27,19 +27,14 @@ __device__ __forceinline__ float pow(float x, float y) {
   if (y == 0.0f || x == 1.0f) return 1.0f;
   return powf(x, y);
 }
-__device__ __forceinline__ float rsqrt(float x) { return (float)(1.0 / sqrt((double)x)); }
-__device__ __forceinline__ float sigmoid(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
-__device__ __forceinline__ float gelu(float x) {
-  if (x < -15.0f) return -0.0f;
-  const double xd = x;
-  return (float)(0.5 * xd * erfc(-xd * 0.70710678118654752440));
-}
-// x / (1 + exp(-x)) in double, rounded once; -inf gives NaN, as PyTorch's.
-__device__ __forceinline__ float silu(float x) {
-  return (float)((double)x / (1.0 + exp(-(double)x)));
-}
-// erf in double, rounded once, so that both devices give the correctly rounded value but rarely.
-__device__ __forceinline__ float erf(float x) { return (float)::erf((double)x); }
+// rsqrt as 1 / sqrt(x), both IEEE (NVRTC's defaults): within 1 ULP, the CPU SIMD table's bits.
+__device__ __forceinline__ float rsqrt(float x) { return 1.0f / sqrtf(x); }
+// sigmoid, gelu and silu in float: src/ir/cuda_math.cuh, which comes before this file.
+__device__ __forceinline__ float sigmoid(float x) { return dev::sigmoid_f(x); }
+__device__ __forceinline__ float gelu(float x) { return dev::gelu_f(x); }
+__device__ __forceinline__ float silu(float x) { return dev::silu_f(x); }
+// CUDA's erff: 2 ULP (NVIDIA's bound; docs/accuracy.md).
+__device__ __forceinline__ float erf(float x) { return erff(x); }
 // sin and cos take a short path where |x| <= pi/4 (the common case of activations and
 // normalised data): no argument reduction, one polynomial fitted for kiln on [0, pi/4]
 // (max error 0.69 ULP for sin, 0.55 for cos, over every float there; docs/accuracy.md). The

@@ -77,6 +77,9 @@ constexpr DType list_dtype() {
 }  // namespace detail
 
 template <std::size_t D>
+struct ValuesIndices;
+
+template <std::size_t D>
 class Tensor {
  public:
   static constexpr std::size_t rank = D;
@@ -274,6 +277,38 @@ class Tensor {
   Tensor min(int dim, KeepDim) const { return red_keep(detail::Reduction::min, dim); }
   Tensor argmax(int dim, KeepDim) const { return red_keep(detail::Reduction::argmax, dim); }
   Tensor argmin(int dim, KeepDim) const { return red_keep(detail::Reduction::argmin, dim); }
+  // max / min over dim with the index of the first occurrence (a NaN wins), one pass: as
+  // torch.max(x, dim) (x.max(dim) above gives the values alone).
+  ValuesIndices<D - 1> max_with_indices(int dim) const requires(D > 0) {
+    return extreme<D - 1>("max", dim, true, false);
+  }
+  ValuesIndices<D - 1> min_with_indices(int dim) const requires(D > 0) {
+    return extreme<D - 1>("min", dim, false, false);
+  }
+  ValuesIndices<D> max_with_indices(int dim, KeepDim) const requires(D > 0) {
+    return extreme<D>("max", dim, true, true);
+  }
+  ValuesIndices<D> min_with_indices(int dim, KeepDim) const requires(D > 0) {
+    return extreme<D>("min", dim, false, true);
+  }
+  // Order along a dim (docs/ops.md): a stable sort (equal values keep their order; NaN last
+  // ascending, first descending), its i32 indices, the k largest (smallest) in sort's order, and
+  // the inclusive prefix sum (half types accumulate in f32; i32 and bool give i32).
+  ValuesIndices<D> sort(int dim = -1, bool descending = false) const requires(D > 0) {
+    return pair<D>(detail::sort(h("sort"), norm("sort", dim), descending));
+  }
+  Tensor<D> argsort(int dim = -1, bool descending = false) const requires(D > 0) {
+    return Tensor<D>(detail::sort(h("argsort"), norm("argsort", dim), descending).indices);
+  }
+  // sorted = false is accepted and still returns them sorted.
+  ValuesIndices<D> topk(std::int64_t k, int dim = -1, bool largest = true,
+                        bool sorted = true) const requires(D > 0) {
+    (void)sorted;
+    return pair<D>(detail::topk(h("topk"), k, norm("topk", dim), largest));
+  }
+  Tensor cumsum(int dim) const requires(D > 0) {
+    return Tensor(detail::cumsum(h("cumsum"), norm("cumsum", dim)));
+  }
   Tensor softmax(int dim) const {
     return Tensor(detail::softmax(h("softmax"), norm("softmax", dim), false));
   }
@@ -436,9 +471,34 @@ class Tensor {
     return names[static_cast<int>(op)];
   }
   static int norm(const char* op, int dim) { return detail::normalize_dim(op, dim, D); }
+  template <std::size_t E>
+  static ValuesIndices<E> pair(const detail::ValuesIndices& r) {
+    return {Tensor<E>(r.values), Tensor<E>(r.indices)};
+  }
+  template <std::size_t E>
+  ValuesIndices<E> extreme(const char* op, int dim, bool largest, bool keepdim) const {
+    return pair<E>(detail::extreme_with_indices(h(op), norm(op, dim), largest, keepdim));
+  }
 
   detail::Handle h_;
 };
+
+// The values and i32 indices of sort, topk and max/min_with_indices (torch's (values, indices)).
+template <std::size_t D>
+struct ValuesIndices {
+  Tensor<D> values;
+  Tensor<D> indices;
+};
+
+// A random permutation of 0..n-1 (i32) from the Philox stream of `seed`: the same on every device.
+inline Tensor<1> randperm(std::int64_t n, std::uint64_t seed, Device device = Device::cpu()) {
+  return Tensor<1>(detail::randperm(n, seed, device));
+}
+// How often each value of the 1-D i32 ids (all >= 0) occurs: i32 counts of length
+// max(max(ids) + 1, minlength), as torch.bincount without weights.
+inline Tensor<1> bincount(const Tensor<1>& ids, std::int64_t minlength = 0) {
+  return Tensor<1>(detail::bincount(ids.handle("bincount"), minlength));
+}
 
 // 1-D ranges, as NumPy's arange: start, start + step, ... below stop (above it for step < 0).
 inline Tensor<1> arange(double start, double stop, double step = 1.0, DType dtype = DType::f32,

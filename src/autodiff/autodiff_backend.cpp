@@ -85,6 +85,16 @@ void Autodiff::rows(detail::RowOp op, const detail::TensorImpl& x, const detail:
   attach(node, 0, *y);
 }
 
+void Autodiff::order(detail::OrderOp op, const detail::TensorImpl& x,
+                     const detail::OrderParams& params, detail::Out values,
+                     std::optional<detail::Out> indices) {
+  inner().order(op, x, params, values, indices);
+  if (!needs(x) || !grad_enabled() || !ir::differentiable(values->dtype)) return;
+  auto node = order_node(op, x, params, indices ? &**indices : nullptr);
+  finish(node, device());
+  attach(node, 0, *values);  // the indices (i32) carry no gradient
+}
+
 std::vector<detail::BackendFeature> Autodiff::features() const {
   return {{"autodiff", "reverse mode; records only ops on tensors that need a gradient"}};
 }

@@ -6,7 +6,7 @@
 // costs one check per input. Backward (engine.hpp) issues ordinary calls on this chain with
 // grad mode off, so its element-wise work goes through the fusion decorator like forward work.
 //
-// Recorded: elementwise, reduce, matmul, index, rows. random and upload make tensors that need no
+// Recorded: elementwise, reduce, matmul, index, rows, order. random and upload make tensors that need no
 // gradient.
 #pragma once
 
@@ -17,7 +17,7 @@ namespace kiln::autodiff {
 class Autodiff final : public detail::Decorator {
  public:
   explicit Autodiff(detail::Backend& inner) : Decorator("autodiff", inner) {}
-  static_assert(detail::kBackendInterfaceVersion == 5);
+  static_assert(detail::kBackendInterfaceVersion == 6);
 
   void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
                    std::span<const double> scalars, detail::Outs outputs) override;
@@ -28,6 +28,8 @@ class Autodiff final : public detail::Decorator {
              detail::Out out) override;
   void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
             detail::Out y, const detail::RowStats& stats) override;
+  void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
+             detail::Out values, std::optional<detail::Out> indices) override;
   std::vector<detail::BackendFeature> features() const override;
 };
 

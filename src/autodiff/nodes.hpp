@@ -35,6 +35,11 @@ std::shared_ptr<Node> rows_node(detail::RowOp op, const TensorImpl& x,
                                 const detail::RowStats& stats, bool want_x, bool want_w,
                                 bool want_b);
 
+// max / min / sort / topk (values scattered back through the indices) and cumsum (the reverse
+// cumsum of the gradient) over the last dim (order_node.cpp); indices is null for cumsum.
+std::shared_ptr<Node> order_node(detail::OrderOp op, const TensorImpl& x,
+                                 const detail::OrderParams& params, const TensorImpl* indices);
+
 // kiln::checkpoint: `region` computed out (a fresh result, whose buffer no recorded op wrote)
 // from `inputs` with recording off; backward runs it again from the saved inputs.
 using Region = std::function<Handle(const std::vector<Handle>&)>;

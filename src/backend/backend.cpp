@@ -38,6 +38,8 @@ const char* backend_op_name(BackendOp op) {
       return "index";
     case BackendOp::rows:
       return "rows";
+    case BackendOp::order:
+      return "order";
   }
   return "?";
 }
@@ -46,6 +48,7 @@ bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
   switch (op) {
     case BackendOp::elementwise:
     case BackendOp::reduce:
+    case BackendOp::order:  // every dtype (bool sorts false before true, cumsums to i32)
     case BackendOp::index:  // every dtype (scatter_add and index_add refuse bool: no addition)
       return true;
     case BackendOp::rows:  // the floating dtypes: f32, bf16, f16

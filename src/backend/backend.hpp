@@ -142,12 +142,41 @@ std::optional<RowView> row_view(const TensorImpl& x);
 RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, const TensorImpl& y,
                         const RowStats& stats);
 
+// The order-and-scan family, one backend call (Backend::order, version 6): each op maps every row
+// of x along its last dim (n elements; R rows, the product of the other extents) to a row of K
+// values (and K i32 indices into the row, where the op has them):
+//   max, min  K = 1: the largest (smallest) value and the index of its first occurrence; a NaN
+//             wins (the first NaN), as argmax does
+//   sort      K = n: the row in ascending order (descending: largest first), stable (equal keys
+//             keep their input order), NaN last ascending and first descending (as PyTorch);
+//             indices say where each value came from
+//   topk      K = k <= n: the first k values of sort (descending: the k largest), with indices
+//   cumsum    K = n, no indices: the inclusive prefix sum (reverse: the suffix sum, y[j] = sum of
+//             x[j..n-1], which is cumsum's gradient); f32, bf16, f16 accumulate in f32 and round
+//             each output once; i32 and bool give i32 (wrapping as two's complement)
+enum class OrderOp : std::uint8_t { max, min, sort, topk, cumsum };
+const char* order_op_name(OrderOp op);
+struct OrderParams {
+  std::int64_t k = 0;       // topk only
+  bool descending = false;  // sort and topk: largest first
+  bool reverse = false;     // cumsum: sums from the end of the row
+};
+// The row length of the outputs (K above) and the dtype of `values`.
+std::int64_t order_out_length(OrderOp op, const OrderParams& p, std::int64_t n);
+DType order_values_dtype(OrderOp op, DType x);
+inline bool order_op_has_indices(OrderOp op) { return op != OrderOp::cumsum; }
+// Throws (DTypeError, ShapeError, ValueError) unless order(op, x, params, values, indices) meets
+// Backend::order's contract (src/backend/order_contract.cpp states it in full). Returns n, the row
+// length.
+std::int64_t check_order_call(OrderOp op, const TensorImpl& x, const OrderParams& params,
+                              const TensorImpl& values, const TensorImpl* indices);
+
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 5)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 5;
+// (static_assert(kBackendInterfaceVersion == 6)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 6;
 
 // The kinds of call `supports` is asked about.
-enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index, rows };
+enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index, rows, order };
 const char* backend_op_name(BackendOp op);
 
 // What the CPU and CUDA backends run today (each answers supports() with it until their dtypes
@@ -210,6 +239,13 @@ class Backend {
   // the softmaxes. The call neither syncs nor reads back.
   virtual void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,
                     const RowStats& stats) = 0;
+  // The OrderOp family (see OrderOp) over x's last dim (version 6): x contiguous, of rank >= 1, of
+  // a dtype supports(order) accepts; values contiguous, x's shape with the last extent K, of
+  // order_values_dtype; indices likewise but i32, given exactly when the op has them. Rows of 0
+  // elements give empty outputs (max and min refuse them: no value). The call neither syncs nor
+  // reads back.
+  virtual void order(OrderOp op, const TensorImpl& x, const OrderParams& params, Out values,
+                     std::optional<Out> indices) = 0;
 
   // Waits for every op queued on this device.
   virtual void sync() = 0;
@@ -219,7 +255,7 @@ class Backend {
 
   // Whether this backend runs `op` with operands of these dtypes (elementwise: every dtype the
   // program reads or writes; reduce: the input's; matmul: a's and b's; random: the output's;
-  // index: x's, the data dtype; rows: x's).
+  // index: x's, the data dtype; rows: x's; order: x's).
   // The front end asks it instead of knowing each backend's dtypes.
   virtual bool supports(BackendOp op, std::span<const DType> dtypes) const = 0;
   // This layer's facts (a decorator's own, not its inner's).
@@ -262,6 +298,10 @@ class Decorator : public Backend {
   void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,
             const RowStats& stats) override {
     inner_.rows(op, x, params, y, stats);
+  }
+  void order(OrderOp op, const TensorImpl& x, const OrderParams& params, Out values,
+             std::optional<Out> indices) override {
+    inner_.order(op, x, params, values, indices);
   }
   void sync() override { inner_.sync(); }
   void flush() override { inner_.flush(); }

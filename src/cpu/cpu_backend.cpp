@@ -91,6 +91,12 @@ void CpuBackend::rows(detail::RowOp op, const detail::TensorImpl& x,
   cpu::rows(op, x, params, *y, stats, live_kernels());
 }
 
+void CpuBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
+                       const detail::OrderParams& params, detail::Out values,
+                       std::optional<detail::Out> indices) {
+  cpu::order(op, x, params, *values, indices ? &**indices : nullptr);
+}
+
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

@@ -23,5 +23,9 @@ void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
 // rows.cpp: Backend::rows, with the kernel table's exp, element-wise steps and half conversions.
 void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
           const detail::TensorImpl& y, const detail::RowStats& stats, const KernelTable& kernels);
+// order.cpp: Backend::order, synchronous; indices is null for cumsum.
+void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
+           const detail::TensorImpl& values, const detail::TensorImpl* indices);
+
 
 }  // namespace kiln::cpu

@@ -85,6 +85,12 @@ void CudaBackend::rows(detail::RowOp op, const detail::TensorImpl& x,
   cuda::rows(ctx_, op, x, params, *y, stats);
 }
 
+void CudaBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
+                       const detail::OrderParams& params, detail::Out values,
+                       std::optional<detail::Out> indices) {
+  cuda::order(ctx_, op, x, params, *values, indices ? &**indices : nullptr);
+}
+
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

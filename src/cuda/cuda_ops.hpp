@@ -62,4 +62,9 @@ void raise_index_error(Context& ctx);
 void rows(Context& ctx, detail::RowOp op, const TensorImpl& x, const detail::RowParams& params,
           const TensorImpl& y, const detail::RowStats& stats);
 
+// order.cpp: Backend::order (kernels/order.cuh), queued without a host sync; indices is null for
+// cumsum.
+void order(Context& ctx, detail::OrderOp op, const TensorImpl& x, const detail::OrderParams& params,
+           const TensorImpl& values, const TensorImpl* indices);
+
 }  // namespace kiln::cuda

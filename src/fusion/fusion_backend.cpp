@@ -175,6 +175,16 @@ void Fusion::rows(detail::RowOp op, const detail::TensorImpl& x, const detail::R
   inner().rows(op, x, params, y, stats);
 }
 
+void Fusion::order(detail::OrderOp op, const detail::TensorImpl& x,
+                   const detail::OrderParams& params, detail::Out values,
+                   std::optional<detail::Out> indices) {
+  flush();
+  require_memory(x);
+  bind(*values);
+  if (indices) bind(**indices);
+  inner().order(op, x, params, values, indices);
+}
+
 void Fusion::elementwise(const ir::Program& program,
                          std::span<const detail::TensorImpl* const> inputs,
                          std::span<const double> scalars, detail::Outs outs) {

@@ -149,6 +149,20 @@ Handle embedding(const Handle& weight, const Handle& ids);
 // x reversed along each of dims (normalised): an index_select per dim.
 Handle flip(const Handle& x, std::span<const int> dims);
 
+// Order and scan along a dim (src/frontend/ops_order.cpp); dim is already normalised. Indices are
+// i32. max/min's result drops dim unless keepdim; topk gives the k first of the stable sort.
+struct ValuesIndices {
+  Handle values, indices;
+};
+ValuesIndices extreme_with_indices(const Handle& x, int dim, bool largest, bool keepdim);
+ValuesIndices sort(const Handle& x, int dim, bool descending);
+ValuesIndices topk(const Handle& x, std::int64_t k, int dim, bool largest);
+Handle cumsum(const Handle& x, int dim);
+// A random permutation of [0, n) as i32, the same for a seed on every device; counts (i32) of
+// each value of the 1-D i32 ids, of length max(max(ids) + 1, minlength).
+Handle randperm(std::int64_t n, std::uint64_t seed, Device device);
+Handle bincount(const Handle& ids, std::int64_t minlength);
+
 // Normalises a possibly negative dim against rank (`op` names the op in the IndexError).
 int normalize_dim(const char* op, std::int64_t dim, int rank);
 

@@ -7,8 +7,8 @@
 #include "cuda/order_source.hpp"
 
 TEST(CudaCompileOrder, EveryEntryPointOfEveryDType) {
-  for (kiln::DType t : {kiln::DType::f32, kiln::DType::i32, kiln::DType::boolean,
-                        kiln::DType::bf16, kiln::DType::f16}) {
+  for (kiln::DType t : {kiln::DType::f32, kiln::DType::i32, kiln::DType::boolean, kiln::DType::bf16,
+                        kiln::DType::f16}) {
     SCOPED_TRACE(kiln::dtype_name(t));
     const std::string& src = kiln::cuda::order_source(t);
     const auto names = kiln::cuda::order_kernel_names(t);

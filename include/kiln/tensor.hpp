@@ -301,8 +301,8 @@ class Tensor {
     return Tensor<D>(detail::sort(h("argsort"), norm("argsort", dim), descending).indices);
   }
   // sorted = false is accepted and still returns them sorted.
-  ValuesIndices<D> topk(std::int64_t k, int dim = -1, bool largest = true,
-                        bool sorted = true) const requires(D > 0) {
+  ValuesIndices<D> topk(std::int64_t k, int dim = -1, bool largest = true, bool sorted = true) const
+      requires(D > 0) {
     (void)sorted;
     return pair<D>(detail::topk(h("topk"), k, norm("topk", dim), largest));
   }

@@ -6,8 +6,8 @@
 // costs one check per input. Backward (engine.hpp) issues ordinary calls on this chain with
 // grad mode off, so its element-wise work goes through the fusion decorator like forward work.
 //
-// Recorded: elementwise, reduce, matmul, index, rows, order. random and upload make tensors that need no
-// gradient.
+// Recorded: elementwise, reduce, matmul, index, rows, order. random and upload make tensors that
+// need no gradient.
 #pragma once
 
 #include "backend/backend.hpp"

@@ -54,8 +54,8 @@ namespace {
 void check_output(const char* op, const char* what, const TensorImpl& t, const Dims& shape,
                   DType dtype) {
   if (t.dtype != dtype) {
-    throw DTypeError(fmt::format("{}: {} must be {}, got {}", op, what, dtype_name(dtype),
-                                 dtype_name(t.dtype)));
+    throw DTypeError(
+        fmt::format("{}: {} must be {}, got {}", op, what, dtype_name(dtype), dtype_name(t.dtype)));
   }
   if (t.shape != shape) {
     throw ShapeError(fmt::format("{}: {} must have shape {}, got {}", op, what, format_dims(shape),
@@ -73,8 +73,8 @@ std::int64_t check_order_call(OrderOp op, const TensorImpl& x, const OrderParams
   if (!x.is_contiguous()) throw ValueError(fmt::format("{}: x must be contiguous", name));
   const std::int64_t n = x.shape.back();
   if (op == OrderOp::topk && (params.k < 0 || params.k > n)) {
-    throw ValueError(fmt::format("topk: k = {} is outside [0, {}] (the size of the last dim)",
-                                 params.k, n));
+    throw ValueError(
+        fmt::format("topk: k = {} is outside [0, {}] (the size of the last dim)", params.k, n));
   }
   if (op != OrderOp::topk && params.k != 0) throw ValueError(fmt::format("{}: takes no k", name));
   if (n > std::int64_t{0x7fffffff}) {
@@ -84,8 +84,8 @@ std::int64_t check_order_call(OrderOp op, const TensorImpl& x, const OrderParams
   shape.back() = order_out_length(op, params, n);
   check_output(name, "values", values, shape, order_values_dtype(op, x.dtype));
   if (order_op_has_indices(op) != (indices != nullptr)) {
-    throw ValueError(fmt::format("{}: indices must be {}", name,
-                                 order_op_has_indices(op) ? "given" : "absent"));
+    throw ValueError(
+        fmt::format("{}: indices must be {}", name, order_op_has_indices(op) ? "given" : "absent"));
   }
   if (indices) check_output(name, "indices", *indices, shape, DType::i32);
   if ((op == OrderOp::max || op == OrderOp::min) && n == 0 && values.numel() > 0) {

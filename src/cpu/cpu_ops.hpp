@@ -27,5 +27,4 @@ void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams
 void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
            const detail::TensorImpl& values, const detail::TensorImpl* indices);
 
-
 }  // namespace kiln::cpu

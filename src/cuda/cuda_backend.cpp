@@ -86,8 +86,8 @@ void CudaBackend::rows(detail::RowOp op, const detail::TensorImpl& x,
 }
 
 void CudaBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
-                       const detail::OrderParams& params, detail::Out values,
-                       std::optional<detail::Out> indices) {
+                        const detail::OrderParams& params, detail::Out values,
+                        std::optional<detail::Out> indices) {
   cuda::order(ctx_, op, x, params, *values, indices ? &**indices : nullptr);
 }
 

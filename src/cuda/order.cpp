@@ -79,8 +79,7 @@ void sort_rows(Context& ctx, const TensorImpl& x, const detail::OrderParams& p,
       a.value(P);
       a.value(k);
       a.value(j);
-      launch(ctx, kernel(ctx, "step", t), blocks_for(ctx, rows * (P / 2)), kThreads,
-             a.pointers());
+      launch(ctx, kernel(ctx, "step", t), blocks_for(ctx, rows * (P / 2)), kThreads, a.pointers());
     }
     tiles(k, k);
   }

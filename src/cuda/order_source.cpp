@@ -40,8 +40,7 @@ std::string entry_points(DType t) {
                     "int largest",
                     T),
         "ko::extreme(x, values, indices, rows, n, largest)");
-  entry("cumsum",
-        fmt::format("const {}* x, {}* y, long long rows, long long n, int reverse", T, O),
+  entry("cumsum", fmt::format("const {}* x, {}* y, long long rows, long long n, int reverse", T, O),
         fmt::format("ko::cumsum<{}, {}, {}>(x, y, rows, n, reverse)", T, O, A));
   return s;
 }

@@ -24,8 +24,8 @@ Handle randperm(std::int64_t n, std::uint64_t seed, Device device) {
     return cast(binary(Binary::mul, slice(u, 0, row, row + 1, 1), Scalar{scale, false}),
                 DType::i32);
   };
-  const Handle keys = binary(Binary::add, binary(Binary::mul, bits(0, 32768.0), Scalar{65536, true}),
-                             bits(1, 65536.0));
+  const Handle keys = binary(
+      Binary::add, binary(Binary::mul, bits(0, 32768.0), Scalar{65536, true}), bits(1, 65536.0));
   return reshape(sort(keys, 1, false).indices, {n});
 }
 
@@ -34,7 +34,8 @@ Handle bincount(const Handle& ids, std::int64_t minlength) {
     throw DTypeError(fmt::format("bincount: ids must be i32, got {}", dtype_name(ids->dtype)));
   }
   if (ids->rank() != 1) {
-    throw ShapeError(fmt::format("bincount: ids must have rank 1, got {}", format_dims(ids->shape)));
+    throw ShapeError(
+        fmt::format("bincount: ids must have rank 1, got {}", format_dims(ids->shape)));
   }
   if (minlength < 0) throw ValueError(fmt::format("bincount: minlength = {} < 0", minlength));
   std::int64_t length = minlength;

@@ -1,7 +1,8 @@
 // kiln order ops: the device side of max/min with index, sort, topk and cumsum over the last dim.
 //
-// CUDA C compiled by NVRTC at run time (embedded by cmake/KilnEmbed.cmake); src/cuda/order_source.cpp
-// adds the element-wise prelude before it and one set of extern "C" entry points per dtype after.
+// CUDA C compiled by NVRTC at run time (embedded by cmake/KilnEmbed.cmake);
+// src/cuda/order_source.cpp adds the element-wise prelude before it and one set of extern "C" entry
+// points per dtype after.
 //
 // Every element becomes an unsigned 32-bit key whose unsigned order is the order wanted: a float
 // (bf16 and f16 through f32) maps its bits so that -inf < ... < -0 = +0 < ... < +inf < NaN (every
@@ -73,7 +74,7 @@ __device__ __forceinline__ void exchange(u64* a, u64* b, long long i, long long 
 // (powers of two <= T), strides from min(k / 2, T / 2) down to 1. k_first = 2, k_last = T sorts
 // the tile; k_first = k_last = k > T finishes merge k's strides below T.
 __device__ void tile_network(u64* s, long long P, int T, long long k_first, long long k_last) {
-  __shared__ u64 tile[4096];  // kOrderTile words
+  __shared__ u64 tile[4096];                         // kOrderTile words
   const long long base = (long long)blockIdx.x * T;  // tiles never straddle rows (T divides P)
   for (int e = threadIdx.x; e < T; e += blockDim.x) tile[e] = s[base + e];
   __syncthreads();

@@ -69,6 +69,8 @@ for section in "$@"; do
     t timeout 100 python3 .device/peers/torch_index_ops.py
     t timeout 100 .device/run kiln_row_ops
     t timeout 300 python3 .device/peers/torch_row_ops.py
+    t timeout 150 .device/run kiln_order_ops
+    t timeout 150 python3 .device/peers/torch_order_ops.py
     ;;
   esac
 done

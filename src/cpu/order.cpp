@@ -1,18 +1,18 @@
 // The CPU's order-and-scan family (Backend::order): max/min with index, sort, topk and cumsum over
 // the last dim.
 //
-// oneTBB splits the rows; a task works one row at a time. Every dtype's element is read as a
-// double key (f32, bf16, f16, i32 and bool all convert exactly), so one comparison serves them all,
-// and values are copied from x by their index (bit for bit: -0.0 stays -0.0). The order is
-// PyTorch's: NaN after every number ascending and before every number descending, equal keys in
-// index order. sort is std::stable_sort of the row's indices; topk is std::partial_sort with the
-// index as the tie-break, which makes the order total, so its k first are stable sort's. cumsum of
-// the floating dtypes accumulates in double and rounds each output once; of i32 and bool in 32-bit
-// two's complement.
+// oneTBB splits the rows; a task works one row at a time. Each element becomes an unsigned 32-bit
+// key whose unsigned order is the order wanted, as on CUDA (src/cuda/kernels/order.cuh): a float
+// (bf16 and f16 through f32) by its bits with every NaN one key above +inf and -0 taken as +0 (they
+// compare equal), an i32 with its sign bit flipped, a bool as 0 or 1; descending is the key's
+// complement (NaN first, as PyTorch). The key and the index make one 64-bit word, all distinct, so
+// std::sort of the words is a stable sort and a min over them finds the first occurrence (min
+// gives NaN the key 0, so NaN wins both ways). topk is std::partial_sort of the words. Values are
+// copied from x by index (bit for bit). cumsum of the floating dtypes accumulates in double and
+// rounds each output once; of i32 and bool in 32-bit two's complement.
 #include <algorithm>
-#include <cmath>
+#include <bit>
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "cpu/cpu_ops.hpp"
@@ -24,7 +24,7 @@ namespace {
 
 using detail::OrderOp;
 
-double key(DType t, const char* p) {
+float as_float(DType t, const char* p) {
   switch (t) {
     case DType::f32: {
       float v;
@@ -37,21 +37,35 @@ double key(DType t, const char* p) {
       std::memcpy(&b, p, 2);
       return t == DType::bf16 ? detail::bf16_bits_to_float(b) : detail::f16_bits_to_float(b);
     }
-    case DType::i32: {
-      std::int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::boolean:
-      return *p ? 1.0 : 0.0;
+    default:
+      return 0;
   }
-  return 0;
 }
 
-// a goes before b (PyTorch's order: NaN largest).
-bool before(double a, double b, bool descending) {
-  if (descending) return a > b || (std::isnan(a) && !std::isnan(b));
-  return a < b || (!std::isnan(a) && std::isnan(b));
+// The ordered key of element p of dtype t (see the header); nan_low: NaN's key is 0 instead.
+template <DType t>
+std::uint32_t ordered_key(const char* p, bool nan_low) {
+  if constexpr (t == DType::i32) {
+    std::uint32_t u;
+    std::memcpy(&u, p, 4);
+    return u ^ 0x80000000u;
+  } else if constexpr (t == DType::boolean) {
+    return *p ? 1u : 0u;
+  } else {
+    float v = as_float(t, p);
+    if (v != v) return nan_low ? 0u : 0xffffffffu;
+    if (v == 0.0f) v = 0.0f;
+    const auto u = std::bit_cast<std::uint32_t>(v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  }
+}
+
+double number(DType t, const char* p) {
+  if (is_floating(t)) return as_float(t, p);
+  if (t == DType::boolean) return *p ? 1.0 : 0.0;
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
 
 void store_float(DType t, char* p, double v) {
@@ -70,14 +84,14 @@ void cumsum_row(DType t, const char* x, char* y, std::int64_t n, std::size_t siz
   if (is_floating(t)) {
     double s = 0;
     for (std::int64_t i = 0, j = first; i < n; ++i, j += step) {
-      s += key(t, x + j * size);
+      s += number(t, x + j * size);
       store_float(t, y + j * size, s);
     }
     return;
   }
   std::uint32_t s = 0;  // wraps as two's complement, without signed overflow
   for (std::int64_t i = 0, j = first; i < n; ++i, j += step) {
-    s += static_cast<std::uint32_t>(static_cast<std::int32_t>(key(t, x + j * size)));
+    s += static_cast<std::uint32_t>(static_cast<std::int32_t>(number(t, x + j * size)));
     const auto v = static_cast<std::int32_t>(s);
     std::memcpy(y + j * 4, &v, 4);
   }
@@ -94,46 +108,49 @@ struct Job {
   std::int32_t* indices;
 };
 
-void run_row(const Job& j, std::int64_t r, std::vector<double>& keys,
-             std::vector<std::int32_t>& idx) {
-  const char* x = j.x + r * j.n * static_cast<std::int64_t>(j.size);
+template <DType t>
+void run_row(const Job& j, std::int64_t r, std::vector<std::uint64_t>& words) {
+  const auto size = static_cast<std::int64_t>(j.size);
+  const char* x = j.x + r * j.n * size;
   if (j.op == OrderOp::cumsum) {
-    const std::size_t out_size = is_floating(j.t) ? j.size : 4;
-    cumsum_row(j.t, x, j.values + r * j.n * static_cast<std::int64_t>(out_size), j.n, j.size,
-               j.p.reverse);
+    const std::int64_t out_size = is_floating(t) ? size : 4;
+    cumsum_row(t, x, j.values + r * j.n * out_size, j.n, j.size, j.p.reverse);
     return;
   }
-  keys.resize(static_cast<std::size_t>(j.n));
-  for (std::int64_t i = 0; i < j.n; ++i) keys[i] = key(j.t, x + i * j.size);
-  char* v = j.values + r * j.k * static_cast<std::int64_t>(j.size);
+  const bool desc = j.op == OrderOp::max || (j.op != OrderOp::min && j.p.descending);
+  const bool nan_low = j.op == OrderOp::min;
+  const std::uint32_t flip = desc ? 0xffffffffu : 0u;
+  auto word = [&](std::int64_t i) {
+    return (static_cast<std::uint64_t>(ordered_key<t>(x + i * size, nan_low) ^ flip) << 32) |
+           static_cast<std::uint32_t>(i);
+  };
+  char* v = j.values + r * j.k * size;
   std::int32_t* ix = j.indices + r * j.k;
+  auto emit = [&](std::int64_t slot, std::uint64_t w) {
+    const auto at = static_cast<std::int32_t>(w & 0xffffffffu);
+    std::memcpy(v + slot * size, x + at * size, j.size);
+    ix[slot] = at;
+  };
   if (j.op == OrderOp::max || j.op == OrderOp::min) {
-    const bool largest = j.op == OrderOp::max;
-    std::int64_t best = 0;
-    for (std::int64_t i = 1; i < j.n && !std::isnan(keys[best]); ++i)
-      if (std::isnan(keys[i]) || before(keys[i], keys[best], largest)) best = i;
-    std::memcpy(v, x + best * j.size, j.size);
-    ix[0] = static_cast<std::int32_t>(best);
+    std::uint64_t best = word(0);
+    for (std::int64_t i = 1; i < j.n; ++i) best = std::min(best, word(i));
+    emit(0, best);
     return;
   }
-  idx.resize(static_cast<std::size_t>(j.n));
-  std::iota(idx.begin(), idx.end(), 0);
-  const bool desc = j.p.descending;
+  words.resize(static_cast<std::size_t>(j.n));
+  for (std::int64_t i = 0; i < j.n; ++i) words[static_cast<std::size_t>(i)] = word(i);
   if (j.op == OrderOp::sort) {
-    std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) {
-      return before(keys[a], keys[b], desc);
-    });
+    std::sort(words.begin(), words.end());
   } else {
-    std::partial_sort(idx.begin(), idx.begin() + j.k, idx.end(),
-                      [&](std::int32_t a, std::int32_t b) {
-                        if (before(keys[a], keys[b], desc)) return true;
-                        return !before(keys[b], keys[a], desc) && a < b;
-                      });
+    std::partial_sort(words.begin(), words.begin() + j.k, words.end());
   }
-  for (std::int64_t i = 0; i < j.k; ++i) {
-    std::memcpy(v + i * j.size, x + static_cast<std::int64_t>(idx[i]) * j.size, j.size);
-    ix[i] = idx[i];
-  }
+  for (std::int64_t i = 0; i < j.k; ++i) emit(i, words[static_cast<std::size_t>(i)]);
+}
+
+template <DType t>
+void run_rows(const Job& j, std::int64_t begin, std::int64_t end) {
+  std::vector<std::uint64_t> words;
+  for (std::int64_t r = begin; r < end; ++r) run_row<t>(j, r, words);
 }
 
 }  // namespace
@@ -154,9 +171,18 @@ void order(OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& p
   const std::int64_t rows = values.numel() / j.k;
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(n, 1));
   parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<double> keys;
-    std::vector<std::int32_t> idx;
-    for (std::int64_t r = begin; r < end; ++r) run_row(j, r, keys, idx);
+    switch (j.t) {
+      case DType::f32:
+        return run_rows<DType::f32>(j, begin, end);
+      case DType::i32:
+        return run_rows<DType::i32>(j, begin, end);
+      case DType::boolean:
+        return run_rows<DType::boolean>(j, begin, end);
+      case DType::bf16:
+        return run_rows<DType::bf16>(j, begin, end);
+      case DType::f16:
+        return run_rows<DType::f16>(j, begin, end);
+    }
   });
 }
 

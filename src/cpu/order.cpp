@@ -6,13 +6,14 @@
 // (bf16 and f16 through f32) by its bits with every NaN one key above +inf and -0 taken as +0 (they
 // compare equal), an i32 with its sign bit flipped, a bool as 0 or 1; descending is the key's
 // complement (NaN first, as PyTorch). The key and the index make one 64-bit word, all distinct, so
-// std::sort of the words is a stable sort and a min over them finds the first occurrence (min
-// gives NaN the key 0, so NaN wins both ways). topk is std::partial_sort of the words. Values are
+// std::sort of the words is a stable sort; topk is std::partial_sort of the words. max and min
+// scan in the element's type instead (first occurrence; the first NaN wins). Values are
 // copied from x by index (bit for bit). cumsum of the floating dtypes accumulates in double and
 // rounds each output once; of i32 and bool in 32-bit two's complement.
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_ops.hpp"
@@ -42,9 +43,9 @@ float as_float(DType t, const char* p) {
   }
 }
 
-// The ordered key of element p of dtype t (see the header); nan_low: NaN's key is 0 instead.
+// The ordered key of element p of dtype t (see the header).
 template <DType t>
-std::uint32_t ordered_key(const char* p, bool nan_low) {
+std::uint32_t ordered_key(const char* p) {
   if constexpr (t == DType::i32) {
     std::uint32_t u;
     std::memcpy(&u, p, 4);
@@ -53,7 +54,7 @@ std::uint32_t ordered_key(const char* p, bool nan_low) {
     return *p ? 1u : 0u;
   } else {
     float v = as_float(t, p);
-    if (v != v) return nan_low ? 0u : 0xffffffffu;
+    if (v != v) return 0xffffffffu;
     if (v == 0.0f) v = 0.0f;
     const auto u = std::bit_cast<std::uint32_t>(v);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
@@ -97,6 +98,36 @@ void cumsum_row(DType t, const char* x, char* y, std::int64_t n, std::size_t siz
   }
 }
 
+// The index of the first largest (smallest) element of the row, or of its first NaN: a plain
+// compare-and-keep scan in the element's own type (the words' order, without building them).
+template <DType t>
+std::uint64_t extreme_index(const char* x, std::int64_t n, bool largest) {
+  using V = std::conditional_t<t == DType::i32, std::int32_t, float>;
+  auto at = [&](std::int64_t i) -> V {
+    if constexpr (t == DType::i32) {
+      std::int32_t v;
+      std::memcpy(&v, x + i * 4, 4);
+      return v;
+    } else if constexpr (t == DType::boolean) {
+      return x[i] ? 1.0f : 0.0f;
+    } else {
+      return as_float(t, x + i * static_cast<std::int64_t>(dtype_size(t)));
+    }
+  };
+  V best = at(0);
+  std::int64_t where = 0;
+  if (best != best) return 0;
+  for (std::int64_t i = 1; i < n; ++i) {
+    const V v = at(i);
+    if (v != v) return static_cast<std::uint64_t>(i);  // (a NaN: floats only)
+    if (largest ? v > best : v < best) {
+      best = v;
+      where = i;
+    }
+  }
+  return static_cast<std::uint64_t>(where);
+}
+
 struct Job {
   OrderOp op;
   detail::OrderParams p;
@@ -117,11 +148,9 @@ void run_row(const Job& j, std::int64_t r, std::vector<std::uint64_t>& words) {
     cumsum_row(t, x, j.values + r * j.n * out_size, j.n, j.size, j.p.reverse);
     return;
   }
-  const bool desc = j.op == OrderOp::max || (j.op != OrderOp::min && j.p.descending);
-  const bool nan_low = j.op == OrderOp::min;
-  const std::uint32_t flip = desc ? 0xffffffffu : 0u;
+  const std::uint32_t flip = j.p.descending ? 0xffffffffu : 0u;
   auto word = [&](std::int64_t i) {
-    return (static_cast<std::uint64_t>(ordered_key<t>(x + i * size, nan_low) ^ flip) << 32) |
+    return (static_cast<std::uint64_t>(ordered_key<t>(x + i * size) ^ flip) << 32) |
            static_cast<std::uint32_t>(i);
   };
   char* v = j.values + r * j.k * size;
@@ -132,9 +161,7 @@ void run_row(const Job& j, std::int64_t r, std::vector<std::uint64_t>& words) {
     ix[slot] = at;
   };
   if (j.op == OrderOp::max || j.op == OrderOp::min) {
-    std::uint64_t best = word(0);
-    for (std::int64_t i = 1; i < j.n; ++i) best = std::min(best, word(i));
-    emit(0, best);
+    emit(0, extreme_index<t>(x, j.n, j.op == OrderOp::max));
     return;
   }
   words.resize(static_cast<std::size_t>(j.n));

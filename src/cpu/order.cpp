@@ -134,6 +134,7 @@ struct Job {
   DType t;
   std::int64_t n, k;  // row length in and out
   std::size_t size;   // bytes per element of x
+  std::int64_t rows;
   const char* x;
   char* values;
   std::int32_t* indices;
@@ -167,7 +168,12 @@ void run_row(const Job& j, std::int64_t r, std::vector<std::uint64_t>& words) {
   words.resize(static_cast<std::size_t>(j.n));
   for (std::int64_t i = 0; i < j.n; ++i) words[static_cast<std::size_t>(i)] = word(i);
   if (j.op == OrderOp::sort) {
-    std::sort(words.begin(), words.end());
+    // One long row (randperm's) sorts across threads; many rows already run in parallel.
+    if (j.rows == 1) {
+      parallel_sort(words.data(), words.data() + words.size());
+    } else {
+      std::sort(words.begin(), words.end());
+    }
   } else {
     std::partial_sort(words.begin(), words.begin() + j.k, words.end());
   }
@@ -192,10 +198,11 @@ void order(OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& p
               n,
               values.shape.back(),
               dtype_size(x.dtype),
+              values.numel() / values.shape.back(),
               static_cast<const char*>(x.data()),
               static_cast<char*>(values.data()),
               indices ? static_cast<std::int32_t*>(indices->data()) : nullptr};
-  const std::int64_t rows = values.numel() / j.k;
+  const std::int64_t rows = j.rows;
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(n, 1));
   parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
     switch (j.t) {

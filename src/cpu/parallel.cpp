@@ -2,12 +2,15 @@
 // kiln's thread limit, or a plain loop when threads are compiled out.
 #include "cpu/parallel.hpp"
 
+#include <algorithm>
+
 #include "core/runtime_config.hpp"
 
 #if KILN_WITH_THREADS
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_sort.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -55,7 +58,20 @@ void parallel_for(std::int64_t n, std::int64_t grain,
   });
 }
 
+void parallel_sort(std::uint64_t* begin, std::uint64_t* end) {
+  const int threads = detail::thread_limit();
+  if (threads <= 1 || end - begin < 65536) {
+    std::sort(begin, end);
+    return;
+  }
+  arena_for(std::min(threads, tbb::info::default_concurrency()))->execute([&] {
+    tbb::parallel_sort(begin, end);
+  });
+}
+
 #else
+
+void parallel_sort(std::uint64_t* begin, std::uint64_t* end) { std::sort(begin, end); }
 
 void parallel_for(std::int64_t n, std::int64_t /*grain*/,
                   const std::function<void(std::int64_t, std::int64_t)>& fn) {

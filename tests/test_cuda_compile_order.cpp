@@ -1,6 +1,6 @@
 // Every order kernel (src/cuda/kernels/order.cuh and the entry points src/cuda/order_source.cpp
-// generates: fill, tile, step, gather, extreme, cumsum) compiles with NVRTC for sm_90, for each
-// dtype's source. NVRTC needs no GPU, so this runs on CI.
+// generates: fill, tile, step, gather, extreme, cumsum, chunk_sums, chunk_scan) compiles with NVRTC
+// for sm_90, for each dtype's source. NVRTC needs no GPU, so this runs on CI.
 #include <gtest/gtest.h>
 
 #include "cuda/nvrtc_compiler.hpp"
@@ -12,7 +12,7 @@ TEST(CudaCompileOrder, EveryEntryPointOfEveryDType) {
     SCOPED_TRACE(kiln::dtype_name(t));
     const std::string& src = kiln::cuda::order_source(t);
     const auto names = kiln::cuda::order_kernel_names(t);
-    EXPECT_EQ(names.size(), 6u);
+    EXPECT_EQ(names.size(), 8u);
     for (const auto& k : names) EXPECT_NE(src.find(" " + k + "("), std::string::npos) << k;
     EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_order.cu", "sm_90").size(), 0u);
   }

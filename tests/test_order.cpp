@@ -190,7 +190,7 @@ TEST_P(OrderTest, MaxMinWithIndicesFirstOccurrenceNaNWins) {
 
 TEST_P(OrderTest, CumsumAgainstFloat64) {
   for (DType t : kAll) {
-    for (std::int64_t n : {1, 5, 1000, 4096, 10001}) {
+    for (std::int64_t n : {1, 5, 1000, 4096, 10001, 100003}) {  // (CUDA: two levels above 16384)
       SCOPED_TRACE(std::string(kiln::dtype_name(t)) + " n=" + std::to_string(n));
       std::vector<float> v = kt::uniform(static_cast<std::size_t>(3 * (n + 1)), -2, 2, rng());
       Tensor<2> base = Tensor<2>::from_data(v, {3, n + 1}, dev());

@@ -6,7 +6,9 @@
 // for each merge size k = 2T .. P the strides j >= T as one global step each and the strides below
 // T in shared memory, and one gather of the first K. A [4096, 4096] sort is 1 + 1 + 1 launches;
 // a row of 2^24 (randperm(1e7)) 1 + 1 + sum over k of (log2(k / T) + 1) + 1, about 80.
-// max/min: one block of up to 256 threads per row; cumsum: one block of up to 1024 per row.
+// max/min: one block of up to 256 threads per row; cumsum: one block of up to 1024 per row, or,
+// for fewer rows than twice the SMs and rows longer than kScanChunk, one block per chunk of
+// kScanChunk in two levels (a [1, 1e7] cumsum is 611 chunks: 611 blocks instead of one).
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -23,6 +25,8 @@ namespace {
 
 using detail::OrderOp;
 constexpr unsigned kThreads = 256;
+// The elements of one chunk of a long row's two-level cumsum (four passes of a 1024-thread block).
+constexpr long long kScanChunk = 16384;
 
 cudaKernel_t kernel(Context& ctx, const char* name, DType t) {
   return cached_kernel(order_source(t), "kiln_order.cu", order_kernel_name(name, t), ctx.arch());
@@ -95,6 +99,43 @@ void sort_rows(Context& ctx, const TensorImpl& x, const detail::OrderParams& p,
   launch(ctx, kernel(ctx, "gather", t), blocks_for(ctx, rows * K), kThreads, g.pointers());
 }
 
+// cumsum of few long rows in two levels: every chunk of kScanChunk elements summed by a block of
+// its own, the chunk sums of each row scanned (one block per row: f32 sums for the floating
+// dtypes, i32 for the others), every chunk scanned again from the sum of those before it.
+void long_rows_cumsum(Context& ctx, const TensorImpl& x, const TensorImpl& y, long long rows,
+                      long long n, bool reverse) {
+  const DType t = x.dtype, acc = is_floating(t) ? DType::f32 : DType::i32;
+  const long long chunks = (n + kScanChunk - 1) / kScanChunk;
+  detail::Handle sums = device_empty(ctx, {rows, chunks}, acc);
+  detail::Handle scanned = device_empty(ctx, {rows, chunks}, acc);
+  ctx.make_current();
+  KernelArgs a;
+  a.pointer(x.data());
+  a.pointer(sums->data());
+  a.value(rows);
+  a.value(n);
+  a.value(kScanChunk);
+  a.value(static_cast<int>(reverse));
+  launch(ctx, kernel(ctx, "chunk_sums", t), row_grid(rows * chunks), 1024, a.pointers());
+  KernelArgs b;
+  b.pointer(sums->data());
+  b.pointer(scanned->data());
+  b.value(rows);
+  b.value(chunks);
+  b.value(0);
+  launch(ctx, kernel(ctx, "cumsum", acc), row_grid(rows), row_threads((chunks + 3) / 4, 1024),
+         b.pointers());
+  KernelArgs c;
+  c.pointer(x.data());
+  c.pointer(y.data());
+  c.pointer(scanned->data());
+  c.value(rows);
+  c.value(n);
+  c.value(kScanChunk);
+  c.value(static_cast<int>(reverse));
+  launch(ctx, kernel(ctx, "chunk_scan", t), row_grid(rows * chunks), 1024, c.pointers());
+}
+
 }  // namespace
 
 void order(Context& ctx, OrderOp op, const TensorImpl& x, const detail::OrderParams& params,
@@ -112,6 +153,10 @@ void order(Context& ctx, OrderOp op, const TensorImpl& x, const detail::OrderPar
   args.pointer(x.data());
   args.pointer(values.data());
   if (op == OrderOp::cumsum) {
+    if (rows < 2LL * std::max(1, ctx.sm_count) && n > kScanChunk) {
+      long_rows_cumsum(ctx, x, values, rows, n, params.reverse);
+      return;
+    }
     args.value(rows);
     args.value(n);
     args.value(static_cast<int>(params.reverse));

@@ -8,7 +8,8 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr const char* kKernels[] = {"fill", "tile", "step", "gather", "extreme", "cumsum"};
+constexpr const char* kKernels[] = {"fill",    "tile",   "step",       "gather",
+                                    "extreme", "cumsum", "chunk_sums", "chunk_scan"};
 
 std::string entry_points(DType t) {
   const char* T = ir::cuda_storage_type(t);
@@ -42,6 +43,16 @@ std::string entry_points(DType t) {
         "ko::extreme(x, values, indices, rows, n, largest)");
   entry("cumsum", fmt::format("const {}* x, {}* y, long long rows, long long n, int reverse", T, O),
         fmt::format("ko::cumsum<{}, {}, {}>(x, y, rows, n, reverse)", T, O, A));
+  entry("chunk_sums",
+        fmt::format("const {}* x, {}* sums, long long rows, long long n, long long chunk, "
+                    "int reverse",
+                    T, A),
+        fmt::format("ko::chunk_sums<{}, {}>(x, sums, rows, n, chunk, reverse)", T, A));
+  entry("chunk_scan",
+        fmt::format("const {}* x, {}* y, const {}* scanned, long long rows, long long n, "
+                    "long long chunk, int reverse",
+                    T, O, A),
+        fmt::format("ko::chunk_scan<{}, {}, {}>(x, y, scanned, rows, n, chunk, reverse)", T, O, A));
   return s;
 }
 

@@ -15,7 +15,8 @@ inline constexpr int kOrderTile = 4096;
 
 // The source of every order kernel of dtype t (compiled once per device and dtype).
 const std::string& order_source(DType t);
-// Entry points: "fill", "tile", "step", "gather", "extreme", "cumsum" of dtype t ("tile" and
+// Entry points: "fill", "tile", "step", "gather", "extreme", "cumsum", "chunk_sums", "chunk_scan"
+// of dtype t ("tile" and
 // "step" read no x and are the same in every dtype's source).
 std::string order_kernel_name(const char* kernel, DType t);
 // Every entry point of dtype t, for the NVRTC compile test.

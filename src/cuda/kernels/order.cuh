@@ -18,7 +18,8 @@
 // and the strides below T run in shared memory, tile by tile; a last kernel gathers the first K
 // of each row (values read from x by index, so bit for bit). max and min: one block per row, a
 // min over words (min: NaN's key 0, so NaN wins). cumsum: one block per row scans chunks of
-// blockDim x 4 elements with a running carry, in f32 (i32 for i32 and bool, wrapping).
+// blockDim x 4 elements with a running carry, in f32 (i32 for i32 and bool, wrapping); a few long
+// rows scan in two levels (the sums of chunks, their scan, each chunk again from its offset).
 namespace ko {
 
 typedef unsigned long long u64;
@@ -155,45 +156,84 @@ __device__ __forceinline__ void put(float& o, float v) { o = v; }
 __device__ __forceinline__ void put(kiln::bf16& o, float v) { o = kiln::to_bf16(v); }
 __device__ __forceinline__ void put(kiln::f16& o, float v) { o = kiln::to_f16(v); }
 __device__ __forceinline__ void put(int& o, unsigned v) { o = (int)v; }
+__device__ __forceinline__ void put(unsigned& o, unsigned v) { o = v; }
 
-// Inclusive prefix sums of each row (reverse: from its end), one block of B threads per row, 4
-// consecutive elements a thread per chunk of 4B: each thread sums its 4, the block scans the
-// thread sums (Hillis-Steele in shared memory), and the carry passes to the next chunk.
+// The inclusive prefix sums of positions [begin, end) of row xr (in scan order: reverse counts
+// from the row's end), starting from `carry`, written to yr where `write`; returns the carry after
+// them. One block, B threads, 4 consecutive elements a thread per chunk of 4B: each thread sums
+// its 4, the block scans the thread sums (Hillis-Steele in shared memory), the carry passes on.
+template <class T, class O, class A>
+__device__ A scan_span(const T* xr, O* yr, long long n, long long begin, long long end, int reverse,
+                       A carry, bool write, A* part) {
+  for (long long c0 = begin; c0 < end; c0 += 4LL * blockDim.x) {
+    A v[4];
+    A s = 0;
+    const long long first = c0 + 4LL * threadIdx.x;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const long long i = first + q;
+      v[q] = i < end ? acc_of(kiln::ldg(xr + (reverse ? n - 1 - i : i))) : (A)0;
+      s += v[q];
+      v[q] = s;
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = 1; h < (int)blockDim.x; h <<= 1) {
+      const A add = threadIdx.x >= (unsigned)h ? part[threadIdx.x - h] : (A)0;
+      __syncthreads();
+      part[threadIdx.x] += add;
+      __syncthreads();
+    }
+    const A before = carry + (threadIdx.x ? part[threadIdx.x - 1] : (A)0);
+    if (write) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const long long i = first + q;
+        if (i < end) put(yr[reverse ? n - 1 - i : i], before + v[q]);
+      }
+    }
+    carry += part[blockDim.x - 1];
+    __syncthreads();
+  }
+  return carry;
+}
+
+// One block per row scans it whole.
 template <class T, class O, class A>
 __device__ void cumsum(const T* x, O* y, long long rows, long long n, int reverse) {
   __shared__ A part[1024];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * n;
-    O* yr = y + r * n;
-    A carry = 0;
-    for (long long c0 = 0; c0 < n; c0 += 4LL * blockDim.x) {
-      A v[4];
-      A s = 0;
-      const long long first = c0 + 4LL * threadIdx.x;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const long long i = first + q;
-        v[q] = i < n ? acc_of(kiln::ldg(xr + (reverse ? n - 1 - i : i))) : (A)0;
-        s += v[q];
-        v[q] = s;
-      }
-      part[threadIdx.x] = s;
-      __syncthreads();
-      for (int h = 1; h < (int)blockDim.x; h <<= 1) {
-        const A add = threadIdx.x >= (unsigned)h ? part[threadIdx.x - h] : (A)0;
-        __syncthreads();
-        part[threadIdx.x] += add;
-        __syncthreads();
-      }
-      const A before = carry + (threadIdx.x ? part[threadIdx.x - 1] : (A)0);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const long long i = first + q;
-        if (i < n) put(yr[reverse ? n - 1 - i : i], before + v[q]);
-      }
-      carry += part[blockDim.x - 1];
-      __syncthreads();
-    }
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x)
+    scan_span<T, O, A>(x + r * n, y + r * n, n, 0, n, reverse, (A)0, true, part);
+}
+
+// Few long rows, in two levels: block b sums chunk c = b % chunks (of `chunk` elements, in scan
+// order) of row b / chunks into sums[b]; the rows of sums are scanned (the cumsum kernel of f32,
+// or of i32 for the integer sums, whose bits are the same); then block b scans its chunk again
+// from the inclusive sum of the chunks before it.
+template <class T, class A>
+__device__ void chunk_sums(const T* x, A* sums, long long rows, long long n, long long chunk,
+                           int reverse) {
+  __shared__ A part[1024];
+  const long long chunks = (n + chunk - 1) / chunk;
+  for (long long b = blockIdx.x; b < rows * chunks; b += gridDim.x) {
+    const long long r = b / chunks, c = b - r * chunks;
+    const long long end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+    const A total =
+        scan_span<T, A, A>(x + r * n, (A*)0, n, c * chunk, end, reverse, (A)0, false, part);
+    if (threadIdx.x == 0) sums[b] = total;
+  }
+}
+
+template <class T, class O, class A>
+__device__ void chunk_scan(const T* x, O* y, const A* scanned, long long rows, long long n,
+                           long long chunk, int reverse) {
+  __shared__ A part[1024];
+  const long long chunks = (n + chunk - 1) / chunk;
+  for (long long b = blockIdx.x; b < rows * chunks; b += gridDim.x) {
+    const long long r = b / chunks, c = b - r * chunks;
+    const long long end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+    const A carry = c ? scanned[b - 1] : (A)0;
+    scan_span<T, O, A>(x + r * n, y + r * n, n, c * chunk, end, reverse, carry, true, part);
   }
 }
 

@@ -28,7 +28,8 @@ for section in "$@"; do
   case $section in
   first)
     export KILN_CACHE_DIR=$OUT/cache
-    t .device/run kiln_gpt2_block --runs 20
+    KILN_LOG=tune,fusion:summary t .device/run kiln_gpt2_block --runs 20 2>"$OUT/first_log.txt"
+    grep -iE "compile|kernel|tune" "$OUT/first_log.txt" | tail -25
     t .device/run kiln_gpt2_block --runs 20
     t timeout 100 .device/run kiln bench --device cuda --runs 20 --processes 1 --new-shape-side 4096
     for i in 1 2 3; do KILN_CACHE_DIR=$(mktemp -d) t .device/run kiln_half_matmul --runs 2 1024 | tail -1; done

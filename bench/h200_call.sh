@@ -62,6 +62,8 @@ for section in "$@"; do
   tests)
     t timeout 300 .device/run kiln_tests >"$OUT/tests.log" 2>&1
     grep -E "^\[  FAILED|PASSED|tests ran" "$OUT/tests.log" | tail -20
+    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 200 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
+      2>&1 | grep -E "OK \]|FAILED|Failure|evaluates|program seed" | head -12
     ;;
   ops)
     t timeout 100 .device/run kiln_half_matmul --runs 20 4096 8192

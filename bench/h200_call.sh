@@ -13,7 +13,7 @@
 # and run `tar xJf .device.tar.xz && bash .device/peers/h200_call.sh SECTION...` with carry
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb (a
-# backtrace of a CPU bench child that opened the GPU), tests, ops (op speed beside PyTorch).
+# backtrace of a CPU bench child that opened the GPU), tests, ops (op speed beside PyTorch), train (training steps beside PyTorch).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -75,6 +75,11 @@ for section in "$@"; do
     t timeout 100 python3 .device/peers/torch_index_ops.py
     t timeout 100 .device/run kiln_row_ops
     t timeout 300 python3 .device/peers/torch_row_ops.py
+    ;;
+  train)
+    t timeout 60 .device/run kiln_mlp_step --device cuda
+    KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
+    t timeout 200 python3 .device/peers/torch_mlp_step.py --device cuda
     ;;
   esac
 done

@@ -62,7 +62,7 @@ for section in "$@"; do
   tests)
     t timeout 300 .device/run kiln_tests >"$OUT/tests.log" 2>&1
     grep -E "^\[  FAILED|PASSED|tests ran" "$OUT/tests.log" | tail -20
-    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 200 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
+    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 90 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
       2>&1 | grep -E "OK \]|FAILED|Failure|evaluates|program seed" | head -12
     ;;
   ops)

@@ -13,7 +13,8 @@
 # and run `tar xJf .device.tar.xz && bash .device/peers/h200_call.sh SECTION...` with carry
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb (a
-# backtrace of a CPU bench child that opened the GPU), tests, ops (op speed beside PyTorch), train (training steps beside PyTorch).
+# backtrace of a CPU bench child that opened the GPU), tests, ops (op speed beside PyTorch), train (training steps beside PyTorch),
+# quick (the changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -75,6 +76,18 @@ for section in "$@"; do
     t timeout 100 python3 .device/peers/torch_index_ops.py
     t timeout 100 .device/run kiln_row_ops
     t timeout 300 python3 .device/peers/torch_row_ops.py
+    ;;
+  quick)
+    # What changed since the last full run, when device time is short: autodiff (recipes, the
+    # fuzzer), random normals, the tests that died at exit, then one round of kiln bench.
+    t timeout 200 .device/run kiln_tests --gtest_filter='*Autograd*:*GradFuzz*:*Random*:*Cli*:*Loss*:*Rows*:*Norm*' \
+      >"$OUT/tests.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|tests ran" "$OUT/tests.log" | tail -20
+    t timeout 60 .device/run kiln_mlp_step --device cuda
+    KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
+    for b in kiln_before kiln; do
+      KILN_CACHE_DIR=$OUT/cache_$b t timeout 60 .device/run $b bench --device cuda --runs 100
+    done
     ;;
   train)
     t timeout 60 .device/run kiln_mlp_step --device cuda

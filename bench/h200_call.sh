@@ -85,6 +85,7 @@ for section in "$@"; do
     grep -E "^\[  FAILED|PASSED|tests ran" "$OUT/tests.log" | tail -20
     t timeout 60 .device/run kiln_mlp_step --device cuda
     KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
+    t timeout 60 python3 .device/peers/torch_mlp_step.py --device cuda --no-compile
     for b in kiln_before kiln; do
       KILN_CACHE_DIR=$OUT/cache_$b t timeout 60 .device/run $b bench --device cuda --runs 100
     done

@@ -449,6 +449,27 @@ TEST(Autograd, LongChainsNeitherRecurseNorOverflow) {
   EXPECT_EQ(x.grad()->to_vector(), std::vector<float>{1});
 }
 
+// Ops whose backward reads their own output (softmax, log_softmax, max, min) hold it weakly, so
+// a graph dropped without backward is freed: before, output -> Meta -> node -> output was a cycle.
+TEST_P(AutogradTest, AGraphDroppedWithoutBackwardIsFreed) {
+  auto x = leaf<2>({5, 7});
+  const auto before = kiln::autodiff_stats().live_nodes;
+  {
+    auto y = (x.softmax(1) + x.log_softmax(0)).max(1).sum() + x.min(0).sum();
+    EXPECT_GT(kiln::autodiff_stats().live_nodes, before);
+    (void)y.item();
+  }
+  EXPECT_EQ(kiln::autodiff_stats().live_nodes, before);
+  // And a reader keeps such an output for backward after the user dropped it.
+  auto loss = [&] {
+    auto s = x.softmax(1);
+    return (s * s).sum();  // the multiplication reads s
+  }();
+  loss.backward();
+  ASSERT_TRUE(x.grad().has_value());
+  for (float g : x.grad()->to_vector()) EXPECT_TRUE(std::isfinite(g));
+}
+
 #if KILN_WITH_FUSION
 // A chain of element-wise ops on a tensor that needs a gradient writes nothing in forward but its
 // result, as without a gradient: each recorded op keeps its writer's recipe, not the intermediate

@@ -33,7 +33,7 @@ class ElementwiseNode final : public Node {
     saved_.resize(in.size());
     for (std::size_t i = 0; i < in.size(); ++i) {
       wanted_[i] = wanted[i];
-      if (wanted[i]) edges.push_back({meta_for(*in[i]), View::of(*in[i])});
+      if (wanted[i]) edges.push_back(edge_to(*in[i]));
       via_[i] = writers_recipe(*in[i]);
       if (!via_[i]) saved_[i] = keep(*in[i]);
     }
@@ -128,13 +128,16 @@ class ReduceNode final : public Node {
  public:
   ReduceNode(detail::ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out)
       : op_(op), dim_(dim), x_shape_(x.shape), dtype_(x.dtype) {
-    edges.push_back({meta_for(x), View::of(x)});
-    if (op == detail::ReduceOp::max || op == detail::ReduceOp::min) {
+    edges.push_back(edge_to(x));
+    if (reads_outputs()) {
       saved_.push_back(keep(x));
-      saved_.push_back(keep(out));
+      out_ = WeakOutput(out);
     }
   }
   const char* name() const override { return detail::reduce_name(op_); }
+  bool reads_outputs() const override {
+    return op_ == detail::ReduceOp::max || op_ == detail::ReduceOp::min;
+  }
 
   std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
     const TensorImpl g = broadcast(*grads[0], x_shape_);
@@ -156,7 +159,7 @@ class ReduceNode final : public Node {
       return run(be, p, in, std::span(&count, 1), x_shape_);
     }
     // max / min: the elements equal to the result share its gradient.
-    const TensorImpl y = broadcast(*saved_[1], x_shape_);
+    const TensorImpl y = broadcast(*out_.get(), x_shape_);
     ir::Program hit;
     hit.output(hit.cast(hit.binary(ir::Op::eq, hit.input(dtype_), hit.input(dtype_)), t));
     const TensorImpl* xy[] = {saved_[0].get(), &y};
@@ -177,6 +180,7 @@ class ReduceNode final : public Node {
   int dim_;
   Dims x_shape_;
   DType dtype_;
+  WeakOutput out_;
 };
 
 class MatmulNode final : public Node {
@@ -184,8 +188,8 @@ class MatmulNode final : public Node {
   MatmulNode(const TensorImpl& a, const TensorImpl& c, bool want_a, bool want_c)
       : want_a_(want_a), want_c_(want_c) {
     saved_ = {keep(a), keep(c)};
-    if (want_a) edges.push_back({meta_for(a), View::of(a)});
-    if (want_c) edges.push_back({meta_for(c), View::of(c)});
+    if (want_a) edges.push_back(edge_to(a));
+    if (want_c) edges.push_back(edge_to(c));
   }
   const char* name() const override { return "matmul"; }
 
@@ -223,8 +227,8 @@ class IndexNode final : public Node {
         want_x_(want_x),
         want_src_(want_src) {
     saved_.push_back(keep(index));
-    if (want_x) edges.push_back({meta_for(x), View::of(x)});
-    if (want_src) edges.push_back({meta_for(*src), View::of(*src)});
+    if (want_x) edges.push_back(edge_to(x));
+    if (want_src) edges.push_back(edge_to(*src));
   }
   const char* name() const override { return detail::index_op_name(op_); }
 

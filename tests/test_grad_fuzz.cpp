@@ -337,9 +337,10 @@ Ref ref_step(const Step& st, const std::vector<Ref>& nodes, const Program& p,
   return a;
 }
 
-// Every node's value; leaves are the nodes p.first_nodes names, in order.
-std::vector<Ref> ref_nodes(const Program& p, const std::vector<Ref>& leaves) {
-  std::vector<Ref> nodes;
+// Every node of p, in order: leaves where p.first_nodes puts them, the others run(step, nodes).
+template <class T, class Run>
+std::vector<T> replay(const Program& p, const std::vector<T>& leaves, Run run) {
+  std::vector<T> nodes;
   std::size_t next_leaf = 0, step = 0;
   const std::size_t total = p.first_nodes.size() + p.steps.size();
   while (nodes.size() < total) {
@@ -348,9 +349,16 @@ std::vector<Ref> ref_nodes(const Program& p, const std::vector<Ref>& leaves) {
       nodes.push_back(leaves[next_leaf++]);
       continue;
     }
-    nodes.push_back(ref_step(p.steps[step++], nodes, p, leaves));
+    nodes.push_back(run(p.steps[step++], nodes));
   }
   return nodes;
+}
+
+// Every node's float64 value.
+std::vector<Ref> ref_nodes(const Program& p, const std::vector<Ref>& leaves) {
+  return replay(p, leaves, [&](const Step& st, const std::vector<Ref>& nodes) {
+    return ref_step(st, nodes, p, leaves);
+  });
 }
 
 double ref_loss(const Program& p, const std::vector<Ref>& leaves) {
@@ -635,19 +643,13 @@ Tensor<3> kiln_step(const Step& st, const std::vector<Tensor<3>>& nodes,
 
 // Each leaf's gradient as kiln computes it.
 std::vector<std::vector<float>> kiln_gradients(const Program& p, const kiln::Device& dev) {
-  std::vector<Tensor<3>> leaves, masks, nodes;
+  std::vector<Tensor<3>> leaves, masks;
   for (const Ref& r : p.leaves) leaves.push_back(upload(r, dev).requires_grad(true));
   for (const Ref& r : p.constants) masks.push_back(upload(r, dev) != 0.0f);
-  std::size_t next_leaf = 0, step = 0;
-  const std::size_t total = p.first_nodes.size() + p.steps.size();
-  while (nodes.size() < total) {
-    if (next_leaf < p.first_nodes.size() &&
-        p.first_nodes[next_leaf] == static_cast<int>(nodes.size())) {
-      nodes.push_back(leaves[next_leaf++]);
-      continue;
-    }
-    nodes.push_back(kiln_step(p.steps[step++], nodes, leaves, masks));
-  }
+  std::vector<Tensor<3>> nodes =
+      replay(p, leaves, [&](const Step& st, const std::vector<Tensor<3>>& made) {
+        return kiln_step(st, made, leaves, masks);
+      });
   std::optional<Tensor<0>> loss;
   for (std::size_t i = 0; i < p.loss_nodes.size(); ++i) {
     auto term =

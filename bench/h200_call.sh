@@ -13,7 +13,8 @@
 # and run `tar xJf .device.tar.xz && bash .device/peers/h200_call.sh SECTION...` with carry
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb (a
-# backtrace of a CPU bench child that opened the GPU), tests, ops (op speed beside PyTorch).
+# backtrace of a CPU bench child that opened the GPU), tests, ops (op speed beside PyTorch), train (training steps beside PyTorch),
+# quick (the changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -28,7 +29,8 @@ for section in "$@"; do
   case $section in
   first)
     export KILN_CACHE_DIR=$OUT/cache
-    t .device/run kiln_gpt2_block --runs 20
+    KILN_LOG=tune,fusion:summary t .device/run kiln_gpt2_block --runs 20 2>"$OUT/first_log.txt"
+    grep -iE "compile|kernel|tune" "$OUT/first_log.txt" | tail -25
     t .device/run kiln_gpt2_block --runs 20
     t timeout 100 .device/run kiln bench --device cuda --runs 20 --processes 1 --new-shape-side 4096
     for i in 1 2 3; do KILN_CACHE_DIR=$(mktemp -d) t .device/run kiln_half_matmul --runs 2 1024 | tail -1; done
@@ -51,13 +53,18 @@ for section in "$@"; do
     unset KILN_CACHE_DIR
     ;;
   gdb)
-    KILN_CACHE_DIR=$(mktemp -d) timeout 90 .device/run /usr/local/cuda/bin/cuda-gdb -q -batch \
-      -ex run -ex bt -ex "thread apply all bt 12" --args .device/bin/kiln_dbg bench --device cuda \
-      --runs 2 --processes 1 2>&1 | grep -v "^\[New Thread\|^\[Thread .* exited" | tail -60
+    # `kiln bench --device cpu` on a machine with a GPU dies of SIGSEGV after its last line
+    # (CliTest.BenchInOneProcessPrintsNoHeaders, 2026-12-05): where.
+    g=$(command -v gdb || echo /usr/local/cuda/bin/cuda-gdb)
+    KILN_CACHE_DIR=$(mktemp -d) timeout 90 .device/run "$g" -q -batch -ex run -ex bt \
+      -ex "thread apply all bt 12" --args .device/bin/kiln_dbg bench --device cpu --runs 1 \
+      --processes 1 2>&1 | grep -v "^\[New Thread\|^\[Thread .* exited" | tail -80
     ;;
   tests)
     t timeout 300 .device/run kiln_tests >"$OUT/tests.log" 2>&1
     grep -E "^\[  FAILED|PASSED|tests ran" "$OUT/tests.log" | tail -20
+    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 90 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
+      2>&1 | grep -E "OK \]|FAILED|Failure|evaluates|program seed" | head -12
     ;;
   ops)
     t timeout 100 .device/run kiln_half_matmul --runs 20 4096 8192
@@ -71,6 +78,24 @@ for section in "$@"; do
     t timeout 300 python3 .device/peers/torch_row_ops.py
     t timeout 150 .device/run kiln_order_ops
     t timeout 150 python3 .device/peers/torch_order_ops.py
+    ;;
+  quick)
+    # What changed since the last full run, when device time is short: autodiff (recipes, the
+    # fuzzer), random normals, the tests that died at exit, then one round of kiln bench.
+    t timeout 200 .device/run kiln_tests --gtest_filter='*Autograd*:*GradFuzz*:*Random*:*Cli*:*Loss*:*Rows*:*Norm*' \
+      >"$OUT/tests.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|tests ran" "$OUT/tests.log" | tail -20
+    t timeout 60 .device/run kiln_mlp_step --device cuda
+    KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
+    t timeout 60 python3 .device/peers/torch_mlp_step.py --device cuda --no-compile
+    for b in kiln_before kiln; do
+      KILN_CACHE_DIR=$OUT/cache_$b t timeout 60 .device/run $b bench --device cuda --runs 100
+    done
+    ;;
+  train)
+    t timeout 60 .device/run kiln_mlp_step --device cuda
+    KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
+    t timeout 200 python3 .device/peers/torch_mlp_step.py --device cuda
     ;;
   esac
 done

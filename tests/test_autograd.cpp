@@ -449,4 +449,60 @@ TEST(Autograd, LongChainsNeitherRecurseNorOverflow) {
   EXPECT_EQ(x.grad()->to_vector(), std::vector<float>{1});
 }
 
+// Ops whose backward reads their own output (softmax, log_softmax, max, min) hold it weakly, so
+// a graph dropped without backward is freed: before, output -> Meta -> node -> output was a cycle.
+TEST_P(AutogradTest, AGraphDroppedWithoutBackwardIsFreed) {
+  auto x = leaf<2>({5, 7});
+  const auto before = kiln::autodiff_stats().live_nodes;
+  {
+    auto y = (x.softmax(1) + x.log_softmax(0)).max(1).sum() + x.min(0).sum();
+    EXPECT_GT(kiln::autodiff_stats().live_nodes, before);
+    (void)y.item();
+  }
+  EXPECT_EQ(kiln::autodiff_stats().live_nodes, before);
+  // And a reader keeps such an output for backward after the user dropped it.
+  auto loss = [&] {
+    auto s = x.softmax(1);
+    return (s * s).sum();  // the multiplication reads s
+  }();
+  loss.backward();
+  ASSERT_TRUE(x.grad().has_value());
+  for (float g : x.grad()->to_vector()) EXPECT_TRUE(std::isfinite(g));
+}
+
+#if KILN_WITH_FUSION
+// A chain of element-wise ops on a tensor that needs a gradient writes nothing in forward but its
+// result, as without a gradient: each recorded op keeps its writer's recipe, not the intermediate
+// (src/autodiff/recipe.hpp). Backward is the seed and one fused kernel that recomputes the chain
+// and writes x's gradient alone.
+TEST_P(AutogradTest, FusedChainKeepsNoIntermediateAndBackwardIsOneKernel) {
+  kt::ConfigGuard guard;
+  kiln::Config c = kiln::config();
+  c.fusion = true;
+  kiln::set_config(c);
+  auto x = leaf<2>({64, 48});
+  auto chain = [&] { return ((((x * 1.5f + 0.5f).sin() * x).tanh() - x) * 0.25f).exp() + x; };
+  const auto f0 = kiln::fusion_stats();
+  auto y = chain().sum();
+  const float loss = y.item();
+  const auto f1 = kiln::fusion_stats();
+  EXPECT_EQ(f1.outputs_written - f0.outputs_written, 0) << "forward wrote an intermediate";
+  y.backward();
+  const auto g = x.grad()->to_vector();
+  const auto f2 = kiln::fusion_stats();
+  EXPECT_LE(f2.groups_run - f1.groups_run, 2) << "backward ran more than the seed and one kernel";
+  EXPECT_LE(f2.outputs_written - f1.outputs_written, 2) << "backward wrote an intermediate";
+  // The gradient itself, against float64 central differences of the chain.
+  const auto X = x.to_vector();
+  auto f = [](double v) {
+    return std::exp((std::tanh(std::sin(v * 1.5 + 0.5) * v) - v) * 0.25) + v;
+  };
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    const double h = 1e-6, want = (f(X[i] + h) - f(X[i] - h)) / (2 * h);
+    ASSERT_NEAR(g[i], want, 2e-5 * (1 + std::fabs(want))) << "at " << i;
+  }
+  EXPECT_TRUE(std::isfinite(loss));
+}
+#endif
+
 }  // namespace

@@ -36,9 +36,11 @@ TEST(Embed, EveryByteAsInTheFile) {
 
 TEST(Embed, KernelTextsAreTheFiles) {
   EXPECT_EQ(kiln::ir::cuda_prelude(), read_file(KILN_SOURCE_DIR "/src/ir/cuda_math.cuh") +
+                                          read_file(KILN_SOURCE_DIR "/src/ir/box_muller.cuh") +
                                           read_file(KILN_SOURCE_DIR "/src/ir/cuda_prelude.cuh"));
 #if KILN_WITH_CUDA
-  EXPECT_EQ(kiln::cuda::random_source(), read_file(KILN_SOURCE_DIR "/src/cuda/kernels/random.cuh"));
+  EXPECT_EQ(kiln::cuda::random_source(),
+            kiln::ir::cuda_prelude() + read_file(KILN_SOURCE_DIR "/src/cuda/kernels/random.cuh"));
 #endif
 }
 

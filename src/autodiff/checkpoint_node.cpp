@@ -16,7 +16,7 @@ class CheckpointNode final : public Node {
       : fn_(std::move(fn)), backend_(std::move(be)) {
     for (const Handle& h : inputs) {
       saved_.push_back(h);
-      if (h->buffer->autograd) edges.push_back({h->buffer->autograd, View::of(*h)});
+      if (h->buffer->autograd) edges.push_back(edge_to(*h));
       wanted_.push_back(h->buffer->autograd != nullptr);
     }
   }

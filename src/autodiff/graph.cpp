@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "kiln/error.hpp"
+
 namespace kiln::autodiff {
 
 namespace {
@@ -51,6 +53,19 @@ std::shared_ptr<Meta> meta_for(const TensorImpl& t) {
   return slot;
 }
 
+Edge edge_to(const TensorImpl& t) {
+  Edge e{meta_for(t), View::of(t), nullptr};
+  for (const auto& w : e.meta->writers)
+    if (w->reads_outputs()) e.keep = std::make_shared<TensorImpl>(t);
+  return e;
+}
+
+Handle WeakOutput::get() const {
+  auto buffer = buffer_.lock();
+  if (!buffer) throw InternalError("autodiff: a recorded op's output is gone before its backward");
+  return std::make_shared<TensorImpl>(view_.over(std::move(buffer)));
+}
+
 std::int64_t live_nodes() { return node_count.load(std::memory_order_relaxed); }
 
 Node::Node() { node_count.fetch_add(1, std::memory_order_relaxed); }
@@ -60,8 +75,11 @@ Node::~Node() {
   std::vector<std::shared_ptr<Node>> stack;
   const bool outermost = doomed == nullptr;
   if (outermost) doomed = &stack;
-  // Edges first: a Meta that only an edge holds dies with it; then the saved tensors, whose
-  // buffers may hold the same Metas (so only now is each buffer the last owner of its Meta).
+  // Edges first: a Meta that only an edge holds dies with it; then the saved tensors (the
+  // edges' kept inputs among them), whose buffers may hold the same Metas (so only now is each
+  // buffer the last owner of its Meta).
+  for (Edge& e : edges)
+    if (e.keep) saved_.push_back(std::move(e.keep));
   for (Edge& e : edges) steal_writers(e.meta);
   edges.clear();
   for (Handle& h : saved_)

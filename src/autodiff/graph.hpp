@@ -63,10 +63,29 @@ struct Meta {
 // Meta of a buffer of `t`'s dtype, creating it (as a leaf) where there is none.
 std::shared_ptr<Meta> meta_for(const TensorImpl& t);
 
-// An input of a recorded op that needs a gradient: its buffer's Meta and the view the op read.
+// An input of a recorded op that needs a gradient: its buffer's Meta and the view the op read;
+// and, where a writer of that buffer reads its own output in backward, the input itself (a node
+// holds its own output only weakly: holding it strongly would make a cycle, output buffer -> Meta
+// -> writer -> output buffer, that a graph dropped without backward never frees; so each reader
+// that can pass a gradient to it keeps it instead).
 struct Edge {
   std::shared_ptr<Meta> meta;
   View view;
+  Handle keep;
+};
+// The edge to `t`, an input that needs a gradient.
+Edge edge_to(const TensorImpl& t);
+
+// A recorded op's own output, held weakly (see Edge): alive whenever backward can reach the op.
+class WeakOutput {
+ public:
+  WeakOutput() = default;
+  explicit WeakOutput(const TensorImpl& t) : buffer_(t.buffer), view_(View::of(t)) {}
+  Handle get() const;  // throws InternalError if it is gone
+
+ private:
+  std::weak_ptr<detail::Buffer> buffer_;
+  View view_;
 };
 
 // One recorded op. backward() gets the gradient of each output (null where none reached it)
@@ -78,6 +97,8 @@ class Node {
   virtual ~Node();
   virtual const char* name() const = 0;
   virtual std::vector<Handle> backward(Backend& be, std::span<const Handle> grad_outputs) = 0;
+  // Whether backward reads the op's own outputs (WeakOutput), so that readers keep them.
+  virtual bool reads_outputs() const { return false; }
   // Frees what backward reads of the forward pass; true where there was something to free.
   virtual bool release() { return false; }
 

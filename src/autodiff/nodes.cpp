@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "autodiff/recipe.hpp"
 #include "autodiff/tensor_ops.hpp"
 #include "ir/derivative.hpp"
 
@@ -12,16 +13,39 @@ namespace {
 
 Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
 
+bool same_view(const View& a, const View& b) {
+  return a.dtype == b.dtype && a.device == b.device && a.shape == b.shape &&
+         a.strides == b.strides && a.offset == b.offset;
+}
+
+// An element-wise call. An input that an element-wise call of the same shape wrote (with this
+// view, in f32) is not kept: its writer's Recipe is (autodiff/recipe.hpp), and backward computes
+// the input inside the gradient program.
 class ElementwiseNode final : public Node {
  public:
   ElementwiseNode(const ir::Program& p, std::span<const TensorImpl* const> in,
                   std::span<const double> scalars, std::span<const bool> wanted)
-      : program_(p), scalars_(scalars.begin(), scalars.end()), wanted_(wanted.size()) {
+      : program_(p),
+        scalars_(scalars.begin(), scalars.end()),
+        wanted_(wanted.size()),
+        via_(in.size()),
+        shape_(in[0]->shape) {
+    saved_.resize(in.size());
     for (std::size_t i = 0; i < in.size(); ++i) {
-      saved_.push_back(keep(*in[i]));
       wanted_[i] = wanted[i];
-      if (wanted[i]) edges.push_back({meta_for(*in[i]), View::of(*in[i])});
+      if (wanted[i]) edges.push_back(edge_to(*in[i]));
+      via_[i] = writers_recipe(*in[i]);
+      if (!via_[i]) saved_[i] = keep(*in[i]);
     }
+  }
+  // The recipes' tensors go to saved_, so that ~Node frees a long chain behind them iteratively.
+  ~ElementwiseNode() override {
+    for (auto* list : {&via_, &recipes_})
+      for (auto& r : *list)
+        if (r && r.use_count() == 1)
+          saved_.insert(saved_.end(), r->inputs.begin(), r->inputs.end());
+    via_.clear();
+    recipes_.clear();
   }
   const char* name() const override { return "elementwise"; }
 
@@ -31,33 +55,89 @@ class ElementwiseNode final : public Node {
     for (std::size_t i = 0; i < wanted_.size(); ++i) wanted[i] = wanted_[i];
     const ir::Gradient g =
         ir::gradient(program_, {seeded.get(), grads.size()}, {wanted.get(), wanted_.size()});
-    std::vector<const TensorImpl*> in;
-    for (const Handle& h : saved_) in.push_back(h.get());
+    std::vector<Handle> in = saved_;
     for (const Handle& h : grads)
-      if (h) in.push_back(h.get());
+      if (h) in.push_back(h);
     std::vector<double> scalars = scalars_;
     scalars.insert(scalars.end(), g.constants.begin(), g.constants.end());
-    return run(be, g.program, in, scalars, saved_[0]->shape);
+    const ir::Program program = with_recipes(g.program, in, scalars);
+    std::vector<const TensorImpl*> ptrs;
+    for (const Handle& h : in) ptrs.push_back(h.get());
+    return run(be, program, ptrs, scalars, shape_);
   }
-  bool release() override { return std::exchange(saved_, {}).size() > 0; }
+  bool release() override {
+    recipes_.clear();
+    via_.assign(via_.size(), nullptr);
+    return std::exchange(saved_, {}).size() > 0;
+  }
+
+  // Output o's value over kept tensors; null where it would be too long or is gone.
+  std::shared_ptr<const Recipe> recipe(std::size_t o) {
+    if (released || saved_.empty()) return nullptr;
+    if (recipes_.size() <= o) recipes_.resize(o + 1);
+    if (!recipes_[o]) {
+      std::vector<Handle> in = saved_;
+      std::vector<double> scalars = scalars_;
+      const ir::Program p = with_recipes(program_, in, scalars);
+      auto r = std::make_shared<Recipe>(extract(p, o, in, scalars));
+      if (r->program.nodes.size() > kMaxRecipeNodes) return nullptr;
+      recipes_[o] = std::move(r);
+    }
+    return recipes_[o];
+  }
 
  private:
+  // The recipe of t's writer, where t is an f32 output of one element-wise call, as it wrote it.
+  static std::shared_ptr<const Recipe> writers_recipe(const TensorImpl& t) {
+    if (t.dtype != DType::f32 || !t.buffer || !t.buffer->autograd) return nullptr;
+    const Meta& m = *t.buffer->autograd;
+    if (m.writers.size() != 1) return nullptr;
+    auto* writer = dynamic_cast<ElementwiseNode*>(m.writers[0].get());
+    if (!writer) return nullptr;
+    for (std::size_t o = 0; o < writer->outputs.size(); ++o) {
+      if (writer->outputs[o].meta.lock().get() == &m &&
+          same_view(writer->outputs[o].view, View::of(t)))
+        return writer->recipe(o);
+    }
+    return nullptr;
+  }
+
+  // `p` (over this call's inputs first) with every input that has a recipe computed in it: the
+  // recipe's inputs and scalars appended to `in` and `scalars`, the input dropped from `in`.
+  ir::Program with_recipes(ir::Program p, std::vector<Handle>& in,
+                           std::vector<double>& scalars) const {
+    for (std::size_t i = via_.size(); i-- > 0;) {
+      if (!via_[i]) continue;
+      p = substitute(p, i, via_[i]->program);
+      in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
+      in.insert(in.end(), via_[i]->inputs.begin(), via_[i]->inputs.end());
+      scalars.insert(scalars.end(), via_[i]->scalars.begin(), via_[i]->scalars.end());
+    }
+    return p;
+  }
+
   ir::Program program_;
   std::vector<double> scalars_;
   std::vector<char> wanted_;
+  std::vector<std::shared_ptr<const Recipe>> via_;  // per input: its recipe, or null (saved_)
+  std::vector<std::shared_ptr<const Recipe>> recipes_;
+  Dims shape_;
 };
 
 class ReduceNode final : public Node {
  public:
   ReduceNode(detail::ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out)
       : op_(op), dim_(dim), x_shape_(x.shape), dtype_(x.dtype) {
-    edges.push_back({meta_for(x), View::of(x)});
-    if (op == detail::ReduceOp::max || op == detail::ReduceOp::min) {
+    edges.push_back(edge_to(x));
+    if (reads_outputs()) {
       saved_.push_back(keep(x));
-      saved_.push_back(keep(out));
+      out_ = WeakOutput(out);
     }
   }
   const char* name() const override { return detail::reduce_name(op_); }
+  bool reads_outputs() const override {
+    return op_ == detail::ReduceOp::max || op_ == detail::ReduceOp::min;
+  }
 
   std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
     const TensorImpl g = broadcast(*grads[0], x_shape_);
@@ -79,7 +159,7 @@ class ReduceNode final : public Node {
       return run(be, p, in, std::span(&count, 1), x_shape_);
     }
     // max / min: the elements equal to the result share its gradient.
-    const TensorImpl y = broadcast(*saved_[1], x_shape_);
+    const TensorImpl y = broadcast(*out_.get(), x_shape_);
     ir::Program hit;
     hit.output(hit.cast(hit.binary(ir::Op::eq, hit.input(dtype_), hit.input(dtype_)), t));
     const TensorImpl* xy[] = {saved_[0].get(), &y};
@@ -100,6 +180,7 @@ class ReduceNode final : public Node {
   int dim_;
   Dims x_shape_;
   DType dtype_;
+  WeakOutput out_;
 };
 
 class MatmulNode final : public Node {
@@ -107,8 +188,8 @@ class MatmulNode final : public Node {
   MatmulNode(const TensorImpl& a, const TensorImpl& c, bool want_a, bool want_c)
       : want_a_(want_a), want_c_(want_c) {
     saved_ = {keep(a), keep(c)};
-    if (want_a) edges.push_back({meta_for(a), View::of(a)});
-    if (want_c) edges.push_back({meta_for(c), View::of(c)});
+    if (want_a) edges.push_back(edge_to(a));
+    if (want_c) edges.push_back(edge_to(c));
   }
   const char* name() const override { return "matmul"; }
 
@@ -146,8 +227,8 @@ class IndexNode final : public Node {
         want_x_(want_x),
         want_src_(want_src) {
     saved_.push_back(keep(index));
-    if (want_x) edges.push_back({meta_for(x), View::of(x)});
-    if (want_src) edges.push_back({meta_for(*src), View::of(*src)});
+    if (want_x) edges.push_back(edge_to(x));
+    if (want_src) edges.push_back(edge_to(*src));
   }
   const char* name() const override { return detail::index_op_name(op_); }
 

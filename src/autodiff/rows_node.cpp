@@ -60,8 +60,8 @@ class RowsNode final : public Node {
  public:
   RowsNode(RowOp op, const TensorImpl& x, const detail::RowParams& p, const TensorImpl& y,
            const detail::RowStats& stats, bool want_x, bool want_w, bool want_b)
-      : op_(op), want_x_(want_x), want_w_(want_w), want_b_(want_b) {
-    saved_ = {keep(x), keep(y), nullptr, nullptr, nullptr};  // x, y, weight, mean, rstd
+      : op_(op), y_(y), want_x_(want_x), want_w_(want_w), want_b_(want_b) {
+    saved_ = {keep(x), nullptr, nullptr, nullptr, nullptr};  // x, (y: y_), weight, mean, rstd
     if (detail::row_op_normalises(op)) {
       if (!stats.rstd || (op == RowOp::layer_norm && !stats.mean))
         throw InternalError(fmt::format("autodiff: {} recorded without its row statistics",
@@ -70,12 +70,13 @@ class RowsNode final : public Node {
       if (stats.mean) saved_[3] = keep(**stats.mean);
       saved_[4] = keep(**stats.rstd);
     }
-    if (want_x) edges.push_back({meta_for(x), View::of(x)});
-    if (want_w) edges.push_back({meta_for(*p.weight), View::of(*p.weight)});
-    if (want_b) edges.push_back({meta_for(*p.bias), View::of(*p.bias)});
+    if (want_x) edges.push_back(edge_to(x));
+    if (want_w) edges.push_back(edge_to(*p.weight));
+    if (want_b) edges.push_back(edge_to(*p.bias));
   }
   const char* name() const override { return detail::row_op_name(op_); }
   bool release() override { return std::exchange(saved_, {}).size() > 0; }
+  bool reads_outputs() const override { return op_ == RowOp::softmax || op_ == RowOp::log_softmax; }
 
   std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
     const TensorImpl& x = *saved_[0];
@@ -84,7 +85,8 @@ class RowsNode final : public Node {
     const int last = static_cast<int>(shape.size()) - 1;
     std::vector<Handle> out;
     if (op_ == RowOp::softmax || op_ == RowOp::log_softmax) {
-      const TensorImpl& y = *saved_[1];
+      const Handle y_kept = y_.get();
+      const TensorImpl& y = *y_kept;
       const bool log = op_ == RowOp::log_softmax;
       ir::Program p1;  // g y (softmax) or g (log_softmax), summed per row
       const auto g1 = p1.cast(p1.input(g.dtype), kF32);
@@ -155,6 +157,7 @@ class RowsNode final : public Node {
 
  private:
   RowOp op_;
+  WeakOutput y_;
   bool want_x_, want_w_, want_b_;
 };
 

@@ -94,16 +94,21 @@ void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, cons
     copy_into(be, *grad, *cast);
     grad = cast;
   }
-  Handle flat;
   if (covers_flat(into, m.numel) && grad->is_contiguous()) {
+    if (slot) {  // added in the gradient's shape, so that under fusion it joins its group
+      TensorImpl sum_so_far = *slot;
+      sum_so_far.shape = grad->shape;
+      sum_so_far.strides = detail::contiguous_strides(grad->shape);
+      grad = add(be, sum_so_far, *grad);
+    }
     auto f = std::make_shared<TensorImpl>(*grad);
     f->shape = {m.numel};
     f->strides = {1};
-    flat = f;
-  } else {
-    flat = zeros(be, m.numel, m.dtype);
-    copy_into(be, *grad, into.over(flat->buffer));
+    slot = f;
+    return;
   }
+  Handle flat = zeros(be, m.numel, m.dtype);
+  copy_into(be, *grad, into.over(flat->buffer));
   slot = slot ? add(be, *slot, *flat) : flat;
 }
 

@@ -17,13 +17,12 @@
 //     Two roundings, never one fused multiply-add: a TU that computes these values must be
 //     built with -ffp-contract=off (CMakeLists.txt sets it for src/cpu/random.cpp; CUDA code
 //     must use __fmul_rn/__fadd_rn).
-//   normal(mean, std), Box-Muller in double over the block's word pairs (w0, w1), (w2, w3):
-//     u1 = (w0 + 1) * 2^-32 in (0, 1] (so log never sees 0), t = 2 pi w1 2^-32,
-//     r = sqrt(-2 log u1); lanes 0, 1 are r cos t, r sin t; lanes 2, 3 the same from (w2, w3);
-//     value = float(mean + std * n), in double.
-//     log/sin/cos are the platform's double functions (glibc here, CUDA's libdevice there),
-//     each within 1-2 double ULPs, so normals agree across devices after rounding to float
-//     except, rarely, in the last float bit; uniform values agree exactly.
+//   normal(mean, std), Box-Muller in float over the block's word pairs (w0, w1), (w2, w3):
+//     lanes 0, 1 are r cos t, r sin t with r = sqrt(-2 log u1), u1 = (w0 + 1) 2^-32 in (0, 1]
+//     (so log never sees 0), t = 2 pi w1 2^-32; lanes 2, 3 the same from (w2, w3);
+//     value = fma(float(std), n, float(mean)). log, sin and cos are kiln's own float functions
+//     (src/ir/box_muller.cuh), built from IEEE float operations and FMAs alone, so normal values
+//     agree exactly across devices, as uniform values do.
 #pragma once
 
 #include <array>
@@ -82,33 +81,9 @@ inline float uniform_from_word(std::uint32_t w, float lo, float hi) {
   return v;
 }
 
-// The four standard normals of one block (lanes 0..3), before scaling.
-inline std::array<double, 4> normals_from_words(const Counter& w) {
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
-  std::array<double, 4> n{};
-  for (int pair = 0; pair < 2; ++pair) {
-    const double u1 = (static_cast<double>(w[2 * pair]) + 1.0) * 0x1p-32;
-    const double t = kTwoPi * (static_cast<double>(w[2 * pair + 1]) * 0x1p-32);
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    n[2 * pair] = r * std::cos(t);
-    n[2 * pair + 1] = r * std::sin(t);
-  }
-  return n;
-}
-
-// A normal float from one standard normal (see the mapping above).
-inline float normal_from_standard(double n, double mean, double std) {
-  return static_cast<float>(mean + std * n);
-}
-
 // Element i of uniform(lo, hi) for `seed`: the reference, one element at a time.
 inline float uniform_at(std::uint64_t seed, std::uint64_t i, float lo, float hi) {
   return uniform_from_word(block_words(seed, i / 4)[i % 4], lo, hi);
-}
-
-// Element i of normal(mean, std) for `seed`: the reference, one element at a time.
-inline float normal_at(std::uint64_t seed, std::uint64_t i, double mean, double std) {
-  return normal_from_standard(normals_from_words(block_words(seed, i / 4))[i % 4], mean, std);
 }
 
 }  // namespace kiln::philox

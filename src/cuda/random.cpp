@@ -21,18 +21,13 @@ void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,
   if (n == 0) return;
   cudaKernel_t k = cached_kernel(random_source(), "kiln_random.cu",
                                  uniform ? "kiln_uniform" : "kiln_normal", ctx.arch());
-  // (float* out, u64 n, u64 seed, float lo, float hi) or (..., double mean, double std)
+  // (float* out, u64 n, u64 seed, float lo, float hi) or (..., float mean, float std)
   KernelArgs args;
   args.pointer(out.data());
   args.value(n);
   args.value(static_cast<unsigned long long>(seed));
-  if (uniform) {
-    args.value(static_cast<float>(spec.a));
-    args.value(static_cast<float>(spec.b));
-  } else {
-    args.value(static_cast<double>(spec.a));
-    args.value(static_cast<double>(spec.b));
-  }
+  args.value(static_cast<float>(spec.a));
+  args.value(static_cast<float>(spec.b));
   constexpr unsigned kThreads = 256;
   const unsigned long long blocks = ((n + 3) / 4 + kThreads - 1) / kThreads;
   ctx.make_current();

@@ -1,5 +1,6 @@
 // The CUDA C source of the random kernels: src/core/philox.hpp's mapping, statement for
-// statement, so that a seed gives the same tensor on the CPU and on CUDA. The text is
+// statement, so that a seed gives the same tensor on the CPU and on CUDA. The text is the IR's
+// prelude (its Box-Muller, src/ir/box_muller.cuh, is the CPU's too) then
 // src/cuda/kernels/random.cuh, embedded at build time (cmake/KilnEmbed.cmake).
 #pragma once
 
@@ -9,7 +10,7 @@ namespace kiln::cuda {
 
 // One source with two kernels, kiln_uniform and kiln_normal; each thread fills one block of
 // four elements: (float* out, unsigned long long n, unsigned long long seed, a, b), where a, b
-// are lo, hi as float (uniform) or mean, std as double (normal).
+// are lo, hi (uniform) or mean, std (normal), as float.
 const std::string& random_source();
 
 }  // namespace kiln::cuda

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "embed/ir/box_muller.cuh.hpp"
 #include "embed/ir/cuda_math.cuh.hpp"
 #include "embed/ir/cuda_prelude.cuh.hpp"
 #include "kiln/error.hpp"
@@ -210,11 +211,13 @@ const char* cuda_storage_type(DType t) { return detail::info(t).cuda_storage; }
 
 const char* cuda_scalar_type(DType t) { return compute_dtype(t) == DType::f32 ? "float" : "int"; }
 
-// The prelude is CUDA C of its own, src/ir/cuda_math.cuh then src/ir/cuda_prelude.cuh, embedded
-// at build time; what each kernel adds to it (body, geometry, entry point) is generated below.
+// The prelude is CUDA C of its own, src/ir/cuda_math.cuh, src/ir/box_muller.cuh and
+// src/ir/cuda_prelude.cuh, embedded at build time; what each kernel adds to it (body, geometry,
+// entry point) is generated below.
 const std::string& cuda_prelude() {
-  static const std::string s =
-      std::string(embed::ir_cuda_math_cuh) + std::string(embed::ir_cuda_prelude_cuh);
+  static const std::string s = std::string(embed::ir_cuda_math_cuh) +
+                               std::string(embed::ir_box_muller_cuh) +
+                               std::string(embed::ir_cuda_prelude_cuh);
   return s;
 }
 

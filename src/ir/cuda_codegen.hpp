@@ -54,7 +54,8 @@ CudaKernel cuda_kernel(const Program& program, const CudaLayout& layout);
 // that every value rounds exactly as in the element-wise kernel (with the same NVRTC options).
 std::string cuda_body(const Program& program, const std::string& name, bool wide_index);
 
-// The device functions every kiln kernel may use (kiln::relu, kiln::minimum, kiln::isnan_f...).
+// The device functions every kiln kernel may use (kiln::relu, kiln::minimum, kiln::isnan_f, the
+// float math of kiln::dev, Box-Muller...).
 const std::string& cuda_prelude();
 
 // The CUDA C type of a register holding `t` ("float", "int", "bool"; a half type's is "float")

@@ -8,6 +8,8 @@
 // operation is an IEEE float operation, a fused multiply-add or an integer operation, so the host
 // computes the device's bits and can check the bounds over every float without a GPU. Plain
 // `a * b + c` never fuses: NVRTC runs with --fmad=false and the host with -ffp-contract=off.
+#ifndef KILN_CUDA_MATH_CUH
+#define KILN_CUDA_MATH_CUH
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 #define KILN_MATH_FN __device__ __forceinline__
 #define KILN_FMAF(a, b, c) __fmaf_rn(a, b, c)
@@ -144,3 +146,4 @@ KILN_MATH_FN float gelu_f(float x) {
 
 }  // namespace dev
 }  // namespace kiln
+#endif  // KILN_CUDA_MATH_CUH

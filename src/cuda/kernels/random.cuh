@@ -3,10 +3,11 @@
 //
 // CUDA C compiled by NVRTC at run time, never by the host compiler: cmake/KilnEmbed.cmake embeds
 // this file's bytes in kiln, and src/cuda/random_source.cpp hands them to NVRTC as one complete
-// source with two kernels, kiln_uniform and kiln_normal. Each thread fills one block of four
-// elements: (float* out, unsigned long long n, unsigned long long seed, a, b), where a, b are
-// lo, hi as float (uniform) or mean, std as double (normal). The float arithmetic of uniform
-// uses __fsub_rn/__fmul_rn/__fadd_rn: each rounds once and is never contracted into an FMA.
+// source with two kernels, kiln_uniform and kiln_normal, after the IR's prelude (whose
+// kiln::dev::box_muller the CPU runs too). Each thread fills one block of four elements:
+// (float* out, unsigned long long n, unsigned long long seed, float a, float b), where a, b are
+// lo, hi (uniform) or mean, std (normal). The float arithmetic of uniform uses
+// __fsub_rn/__fmul_rn/__fadd_rn: each rounds once and is never contracted into an FMA.
 struct KilnWords {
   unsigned w[4];
 };
@@ -58,21 +59,20 @@ extern "C" __global__ void kiln_uniform(float* __restrict__ out, unsigned long l
 }
 
 extern "C" __global__ void kiln_normal(float* __restrict__ out, unsigned long long n,
-                                       unsigned long long seed, double mean, double std) {
+                                       unsigned long long seed, float mean, float std) {
   const unsigned long long b = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned long long first = 4 * b;
   if (first >= n) return;
   const KilnWords w = kiln_philox(b, seed);
-  double z[4];
-#pragma unroll
-  for (int pair = 0; pair < 2; ++pair) {
-    const double u1 = __dmul_rn(__dadd_rn((double)w.w[2 * pair], 1.0), 2.3283064365386963e-10);
-    const double t = __dmul_rn(6.283185307179586476925286766559,
-                               __dmul_rn((double)w.w[2 * pair + 1], 2.3283064365386963e-10));
-    const double r = sqrt(__dmul_rn(-2.0, log(u1)));
-    z[2 * pair] = __dmul_rn(r, cos(t));
-    z[2 * pair + 1] = __dmul_rn(r, sin(t));
+  float z[4];
+  kiln::dev::box_muller(w.w[0], w.w[1], z[0], z[1]);
+  kiln::dev::box_muller(w.w[2], w.w[3], z[2], z[3]);
+  if (first + 4 <= n && ((unsigned long long)out & 15) == 0) {
+    reinterpret_cast<float4*>(out)[b] = make_float4(
+        kiln::dev::normal_value(z[0], mean, std), kiln::dev::normal_value(z[1], mean, std),
+        kiln::dev::normal_value(z[2], mean, std), kiln::dev::normal_value(z[3], mean, std));
+    return;
   }
   for (int lane = 0; lane < 4 && first + lane < n; ++lane)
-    out[first + lane] = (float)__dadd_rn(mean, __dmul_rn(std, z[lane]));
+    out[first + lane] = kiln::dev::normal_value(z[lane], mean, std);
 }

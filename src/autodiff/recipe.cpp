@@ -1,0 +1,85 @@
+#include "autodiff/recipe.hpp"
+
+#include <cstdint>
+
+namespace kiln::autodiff {
+namespace {
+
+// Appends `src`'s nodes that `keep` marks to `dst`, its input and scalar leaves mapped to the
+// dst nodes `inputs` and `scalars` name; returns src node id -> dst node id (-1 where skipped).
+std::vector<std::int32_t> emit(const ir::Program& src, const std::vector<bool>& keep,
+                               const std::vector<std::int32_t>& inputs,
+                               const std::vector<std::int32_t>& scalars, ir::Program& dst) {
+  std::vector<std::int32_t> to(src.nodes.size(), -1);
+  for (std::size_t i = 0; i < src.nodes.size(); ++i) {
+    if (!keep[i]) continue;
+    const ir::Node& n = src.nodes[i];
+    switch (n.op) {
+      case ir::Op::input:
+        to[i] = inputs[static_cast<std::size_t>(n.a)];
+        break;
+      case ir::Op::scalar:
+        to[i] = scalars[static_cast<std::size_t>(n.a)];
+        break;
+      case ir::Op::index:
+        to[i] = dst.index();
+        break;
+      default: {
+        ir::Node m = n;
+        for (std::int32_t* operand : {&m.a, &m.b, &m.c})
+          if (*operand >= 0) *operand = to[static_cast<std::size_t>(*operand)];
+        dst.nodes.push_back(m);
+        to[i] = static_cast<std::int32_t>(dst.nodes.size() - 1);
+      }
+    }
+  }
+  return to;
+}
+
+}  // namespace
+
+ir::Program substitute(const ir::Program& p, std::size_t slot, const ir::Program& r) {
+  ir::Program out;
+  std::vector<std::int32_t> p_in(p.inputs.size(), -1), r_in, p_sc, r_sc;
+  for (std::size_t k = 0; k < p.inputs.size(); ++k)
+    if (k != slot) p_in[k] = out.input(p.inputs[k]);
+  for (DType t : r.inputs) r_in.push_back(out.input(t));
+  for (DType t : p.scalars) p_sc.push_back(out.scalar(t));
+  for (DType t : r.scalars) r_sc.push_back(out.scalar(t));
+  const auto r_to = emit(r, std::vector<bool>(r.nodes.size(), true), r_in, r_sc, out);
+  p_in[slot] = r_to[static_cast<std::size_t>(r.outputs.at(0))];
+  const auto p_to = emit(p, std::vector<bool>(p.nodes.size(), true), p_in, p_sc, out);
+  for (std::int32_t o : p.outputs) out.output(p_to[static_cast<std::size_t>(o)]);
+  return out;
+}
+
+Recipe extract(const ir::Program& p, std::size_t o, const std::vector<Handle>& inputs,
+               const std::vector<double>& scalars) {
+  std::vector<bool> keep(p.nodes.size(), false);
+  keep[static_cast<std::size_t>(p.outputs.at(o))] = true;
+  for (std::size_t i = p.nodes.size(); i-- > 0;) {
+    if (!keep[i]) continue;
+    for (std::int32_t operand : {p.nodes[i].a, p.nodes[i].b, p.nodes[i].c})
+      if (operand >= 0 && p.nodes[i].op > ir::Op::index)
+        keep[static_cast<std::size_t>(operand)] = true;
+  }
+  Recipe r;
+  std::vector<std::int32_t> in(p.inputs.size(), -1), sc(p.scalars.size(), -1);
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    if (!keep[i]) continue;
+    const ir::Node& n = p.nodes[i];
+    const auto a = static_cast<std::size_t>(n.a);
+    if (n.op == ir::Op::input && in[a] < 0) {
+      in[a] = r.program.input(p.inputs[a]);
+      r.inputs.push_back(inputs[a]);
+    } else if (n.op == ir::Op::scalar && sc[a] < 0) {
+      sc[a] = r.program.scalar(p.scalars[a]);
+      r.scalars.push_back(scalars[a]);
+    }
+  }
+  const auto to = emit(p, keep, in, sc, r.program);
+  r.program.output(to[static_cast<std::size_t>(p.outputs[o])]);
+  return r;
+}
+
+}  // namespace kiln::autodiff

@@ -22,7 +22,7 @@ class OrderNode final : public Node {
             const TensorImpl* indices)
       : op_(op), params_(params), x_shape_(x.shape), dtype_(x.dtype) {
     if (indices) saved_.push_back(keep(*indices));
-    edges.push_back({meta_for(x), View::of(x)});
+    edges.push_back(edge_to(x));
   }
   const char* name() const override { return detail::order_op_name(op_); }
   bool release() override { return std::exchange(saved_, {}).size() > 0; }

@@ -2,8 +2,8 @@
 // (extents 1-4 from one frame, or 1, so that most nodes broadcast together) built from smooth
 // unary ops, binary ops with broadcasting, scalar ops, views (transpose, permute, slice with a
 // step, expand, reshape), reductions with keepdim (sum, mean, max, min), batched matmul with a
-// new leaf, softmax and log_softmax along any dim, layer_norm, cat and where. The loss sums one
-// to three nodes, each weighted by a fixed random tensor, so that gradients from several uses
+// new leaf, softmax and log_softmax along any dim, layer_norm, cat, where and cumsum. The loss sums
+// one to three nodes, each weighted by a fixed random tensor, so that gradients from several uses
 // of a node accumulate. New leaves can appear mid-program.
 //
 // Each program runs with fusion on and off; both runs' leaf gradients must match central finite
@@ -129,7 +129,8 @@ enum class Kind {
   log_softmax,
   layer_norm,
   cat,
-  where
+  where,
+  cumsum
 };
 enum class Red { sum, mean, max, min };
 
@@ -149,10 +150,10 @@ struct Step {
 };
 
 const char* kind_name(Kind k) {
-  static const char* names[] = {"unary",   "add",         "sub",        "mul",       "div",
-                                "minimum", "maximum",     "scale",      "transpose", "permute",
-                                "slice",   "expand",      "reshape",    "reduce",    "matmul",
-                                "softmax", "log_softmax", "layer_norm", "cat",       "where"};
+  static const char* names[] = {
+      "unary",  "add",       "sub",         "mul",        "div",    "minimum", "maximum",
+      "scale",  "transpose", "permute",     "slice",      "expand", "reshape", "reduce",
+      "matmul", "softmax",   "log_softmax", "layer_norm", "cat",    "where",   "cumsum"};
   return names[static_cast<int>(k)];
 }
 
@@ -325,6 +326,19 @@ Ref ref_step(const Step& st, const std::vector<Ref>& nodes, const Program& p,
         return b.at(q[0], q[1], q[2]);
       });
     }
+    case Kind::cumsum: {
+      Ref r = a;
+      for (std::int64_t i = 0; i < a.s[0]; ++i)
+        for (std::int64_t j = 0; j < a.s[1]; ++j)
+          for (std::int64_t k = 0; k < a.s[2]; ++k) {
+            std::array<std::int64_t, 3> q{i, j, k};
+            if (q[static_cast<std::size_t>(st.d0)] == 0) continue;
+            --q[static_cast<std::size_t>(st.d0)];
+            r.v[static_cast<std::size_t>((i * a.s[1] + j) * a.s[2] + k)] +=
+                r.v[static_cast<std::size_t>((q[0] * a.s[1] + q[1]) * a.s[2] + q[2])];
+          }
+      return r;
+    }
     case Kind::where: {
       const Ref& b = nodes[static_cast<std::size_t>(st.b)];
       const Ref& m = p.constants[static_cast<std::size_t>(st.mask)];
@@ -460,7 +474,7 @@ class Generator {
     Step st;
     st.a = any_node();
     const Ref& a = node(st.a);
-    st.kind = static_cast<Kind>(pick(0, static_cast<int>(Kind::where)));
+    st.kind = static_cast<Kind>(pick(0, static_cast<int>(Kind::cumsum)));
     switch (st.kind) {
       case Kind::unary: {
         st.u = pick(0, static_cast<int>(unaries().size()) - 1);
@@ -530,6 +544,7 @@ class Generator {
         return st;
       case Kind::softmax:
       case Kind::log_softmax:
+      case Kind::cumsum:
         st.d0 = pick(0, 2);
         return st;
       case Kind::layer_norm: {
@@ -637,6 +652,8 @@ Tensor<3> kiln_step(const Step& st, const std::vector<Tensor<3>>& nodes,
       return kiln::cat({a, b()}, st.d0);
     case Kind::where:
       return kiln::where(masks[static_cast<std::size_t>(st.mask)], a, b());
+    case Kind::cumsum:
+      return a.cumsum(st.d0);
   }
   return a;
 }

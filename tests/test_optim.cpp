@@ -217,3 +217,36 @@ TEST(Optim, BadOptionsAreValueErrors) {
 }
 
 }  // namespace
+
+#if KILN_WITH_FUSION
+namespace {
+
+// Each parameter's AdamW update (new value, m and v) is one fused kernel, and a new learning rate
+// (a kernel scalar) compiles nothing new.
+TEST(Optim, AdamWUpdateIsOneFusedKernelPerParameter) {
+  kt::ConfigGuard guard;
+  kiln::Config c = kiln::config();
+  c.fusion = true;
+  kiln::set_config(c);
+  Two m(std::vector<float>(12, 0.5f), std::vector<float>(4, 0.25f), kiln::Device::cpu());
+  optim::AdamW opt(optim::decay_groups(m, 0.1));
+  for (int step = 0; step < 3; ++step) {
+    ((m.w.tensor() * m.w.tensor()).sum() + m.b.tensor().sum()).backward();
+    m.w.grad()->to_vector();  // backward's own kernels run here
+    m.b.grad()->to_vector();
+    opt.set_lr(1e-3 * (step + 1));
+    const auto f0 = kiln::fusion_stats();
+    opt.step();
+    m.w.tensor().to_vector();
+    m.b.tensor().to_vector();
+    const auto f1 = kiln::fusion_stats();
+    EXPECT_EQ(f1.groups_run - f0.groups_run, 2) << "step " << step;
+    if (step == 2) {
+      EXPECT_EQ(f1.plan_misses - f0.plan_misses, 0);
+    }
+    opt.zero_grad();
+  }
+}
+
+}  // namespace
+#endif

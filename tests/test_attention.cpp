@@ -1,12 +1,14 @@
 // kiln::scaled_dot_product_attention (composed from matmul, masked_fill, softmax) against a
 // float64 evaluation on fresh random inputs: causal and not, default and explicit scale, Tq != Tk,
-// strided (transposed) inputs; the error paths.
+// strided (transposed) inputs; the error paths. nn::MultiHeadAttention against the same
+// evaluation of its heads (q, k, v cut from c_attn's output as nanoGPT does).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "kiln/kiln.hpp"
+#include "kiln/nn/attention.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -85,6 +87,60 @@ TEST_P(AttentionTest, ErrorsNameTheProblem) {
       kiln::ShapeError);
   const auto ints = Tensor<4>::ones({1, 2, 3, 4}, DType::i32, dev());
   EXPECT_THROW(kiln::scaled_dot_product_attention(ints, ints, ints), kiln::DTypeError);
+}
+
+// Linear on host data: rows x [n, in] -> [n, out] with weight [out, in] and bias [out].
+std::vector<double> linear(const std::vector<double>& x, const std::vector<double>& w,
+                           const std::vector<double>& b, int n, int in, int out) {
+  std::vector<double> y(std::size_t(n) * out);
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      double acc = b[o];
+      for (int i = 0; i < in; ++i) acc += x[r * in + i] * w[o * in + i];
+      y[r * out + o] = acc;
+    }
+  return y;
+}
+
+TEST_P(AttentionTest, MultiHeadAttentionMatchesItsHeadsInFloat64) {
+  const int B = 2, T = 5, C = 12, H = 3, D = C / H;
+  for (bool causal : {true, false}) {
+    kiln::nn::MultiHeadAttention mha(C, H, causal);
+    mha.to(dev());
+    const auto xs = kt::uniform(std::size_t(B) * T * C, -1, 1, rng());
+    const auto x = Tensor<3>::from_data(xs, {B, T, C}, dev());
+    const auto got = mha(x).to_vector();
+    const auto qkv = linear(std::vector<double>(xs.begin(), xs.end()),
+                            kt::host_values(mha.c_attn.weight.tensor()),
+                            kt::host_values(mha.c_attn.bias.tensor()), B * T, C, 3 * C);
+    // Heads as [B * H, T, D] float data for reference().
+    std::vector<float> q(std::size_t(B) * T * C), k(q.size()), v(q.size());
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d) {
+            const std::size_t to = ((std::size_t(b) * H + h) * T + t) * D + d;
+            const std::size_t from = (std::size_t(b) * T + t) * 3 * C + h * D + d;
+            q[to] = float(qkv[from]);
+            k[to] = float(qkv[from + C]);
+            v[to] = float(qkv[from + 2 * C]);
+          }
+    const auto heads = reference(q, k, v, B * H, T, T, D, causal, 1.0 / std::sqrt(double(D)));
+    std::vector<double> joined(std::size_t(B) * T * C);
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d)
+            joined[(std::size_t(b) * T + t) * C + h * D + d] =
+                heads[((std::size_t(b) * H + h) * T + t) * D + d];
+    const auto want = linear(joined, kt::host_values(mha.c_proj.weight.tensor()),
+                             kt::host_values(mha.c_proj.bias.tensor()), B * T, C, C);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
+  }
+  EXPECT_THROW(kiln::nn::MultiHeadAttention(10, 3), kiln::ValueError);
+  kiln::nn::MultiHeadAttention mha(C, H);
+  EXPECT_THROW(mha(Tensor<3>::ones({1, 2, 8})), kiln::ShapeError);
 }
 
 }  // namespace

@@ -238,8 +238,17 @@ TEST_P(NnTest, StateDictRoundTripsThroughSafetensors) {
 
 TEST(Nn, ToDtypeCastsEveryParameterAndLoadCasts) {
   Mlp m;
+  m.eval();
   kiln::Checkpoint f32 = m.state_dict();
+  std::mt19937_64 g(7);
+  const auto x = Tensor<2>::from_data(kt::uniform(4 * 8, -1, 1, g), {4, 8});
+  const auto want = m.forward(x).to_vector();
   m.to(DType::bf16);
+  const auto y = m.forward(x.to(DType::bf16));
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  const auto got = y.to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 0.05 + 0.02 * std::fabs(want[i]));
   for (const auto& p : m.parameters()) EXPECT_EQ(p.dtype(), DType::bf16);
   m.load_state_dict(f32);  // f32 values cast to the bf16 parameters
   EXPECT_EQ(m.fc1.weight.tensor().dtype(), DType::bf16);

@@ -129,6 +129,33 @@ TEST_P(OptimTest, AdamWMatchesTorchFormulasInFloat64) {
   EXPECT_EQ(opt.steps(), kSteps);
 }
 
+// bf16 parameters stay bf16 (their state too) and follow the float64 update within bf16's
+// rounding of each step's result.
+TEST_P(OptimTest, Bf16ParametersKeepTheirDtype) {
+  Two m(w0, b0, dev());
+  m.to(DType::bf16);
+  const auto start = kt::host_values(m.w.tensor());  // w0 rounded to bf16
+  optim::SGD opt(m.parameters(), {.lr = 0.1, .momentum = 0.9});
+  std::vector<double> p(start), buf(12);
+  for (int k = 0; k < kSteps; ++k) {
+    const auto cw = Tensor<2>::from_data(gw[k], {3, 4}, dev()).to(DType::bf16);
+    const auto cb = Tensor<1>::from_data(gb[k], {4}, dev()).to(DType::bf16);
+    ((m.w.tensor() * cw).sum() + (m.b.tensor() * cb).sum()).backward();
+    EXPECT_EQ(m.w.grad()->dtype(), DType::bf16);
+    const auto g = kt::host_values(*m.w.grad());
+    opt.step();
+    opt.zero_grad();
+    for (int i = 0; i < 12; ++i) {
+      buf[i] = k == 0 ? g[i] : 0.9 * buf[i] + g[i];
+      p[i] -= 0.1 * buf[i];
+    }
+  }
+  EXPECT_EQ(m.w.tensor().dtype(), DType::bf16);
+  EXPECT_EQ(m.b.tensor().dtype(), DType::bf16);
+  const auto got = kt::host_values(m.w.tensor());
+  for (int i = 0; i < 12; ++i) EXPECT_NEAR(got[i], p[i], 0.02 + 0.02 * std::fabs(p[i])) << i;
+}
+
 TEST(Optim, AdamWDefaultsAreTorchs) {
   const optim::AdamWOptions o;
   EXPECT_EQ(o.lr, 1e-3);

@@ -28,7 +28,8 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t dim, std::int64_t heads, boo
 }
 
 Tensor<3> MultiHeadAttention::forward(const Tensor<3>& x) const {
-  const auto [b, t, c] = x.shape();
+  // (Plain variables, not a structured binding: clang 14 cannot capture one in the lambda.)
+  const std::int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   if (c != dim_)
     throw ShapeError("MultiHeadAttention: expected " + std::to_string(dim_) + " features, got " +
                      std::to_string(c));

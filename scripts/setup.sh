@@ -16,7 +16,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libopenblas-dev libsqlite3-dev
           libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev googletest libbenchmark-dev
-          python3-numpy)
+          python3-numpy python3-sklearn zlib1g-dev)
 # The clang preset builds with clang++-14, the clang Debian 12 ships.
 if [[ $preset == clang ]]; then
   packages+=(clang-14)

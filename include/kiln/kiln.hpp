@@ -1,6 +1,7 @@
 // kiln: a C++ tensor library with fused, run-time compiled kernels and features you can see.
 #pragma once
 
+#include "kiln/attention.hpp"
 #include "kiln/autograd.hpp"
 #include "kiln/checkpoint.hpp"
 #include "kiln/config.hpp"

@@ -1,0 +1,51 @@
+// kiln::nn::LayerNorm and RMSNorm over the last dim, as torch.nn.LayerNorm / torch.nn.RMSNorm
+// with normalized_shape = [n]: weight initialised to ones, LayerNorm's bias to zeros. The row
+// kernels of kiln/norm.hpp do the work.
+#pragma once
+
+#include "kiln/nn/module.hpp"
+#include "kiln/norm.hpp"
+
+namespace kiln::nn {
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::int64_t n, double eps = 1e-5, bool bias = true);
+
+  Parameter<1> weight, bias;  // [n]; bias undefined without one
+
+  template <std::size_t D>
+  requires(D >= 1) Tensor<D> forward(const Tensor<D>& x)
+  const {
+    std::optional<Tensor<1>> b;
+    if (bias.defined()) b = bias.tensor();
+    return layer_norm(x, weight.tensor(), b, eps_);
+  }
+  template <std::size_t D>
+  Tensor<D> operator()(const Tensor<D>& x) const {
+    return forward(x);
+  }
+
+ private:
+  double eps_;
+};
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(std::int64_t n, double eps = 1e-6);
+
+  Parameter<1> weight;  // [n]
+
+  template <std::size_t D>
+  requires(D >= 1) Tensor<D> forward(const Tensor<D>& x)
+  const { return rms_norm(x, weight.tensor(), eps_); }
+  template <std::size_t D>
+  Tensor<D> operator()(const Tensor<D>& x) const {
+    return forward(x);
+  }
+
+ private:
+  double eps_;
+};
+
+}  // namespace kiln::nn

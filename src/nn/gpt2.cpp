@@ -1,0 +1,105 @@
+// GPT-2 (kiln/nn/gpt2.hpp), module by module as nanoGPT's model.py lays it out.
+#include "kiln/nn/gpt2.hpp"
+
+#include <cmath>
+
+#include "kiln/nn/init.hpp"
+
+namespace kiln::nn {
+namespace {
+
+void init_linear(Linear& l, double std) {
+  l.weight.set(normal<2>({l.out_features(), l.in_features()}, std));
+  if (l.bias.defined()) l.bias.set(Tensor<1>::zeros({l.out_features()}));
+}
+
+void init_embedding(Embedding& e, double std) {
+  const auto s = e.weight.tensor().shape();
+  e.weight.set(normal<2>({s[0], s[1]}, std));
+}
+
+const GPT2Config& checked(const GPT2Config& c) {
+  if (c.block_size <= 0 || c.vocab_size <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_embd <= 0)
+    throw ValueError(
+        "GPT2Config: block_size, vocab_size, n_layer, n_head and n_embd must be "
+        "positive");
+  return c;
+}
+
+}  // namespace
+
+GPT2MLP::GPT2MLP(const GPT2Config& c)
+    : c_fc(c.n_embd, 4 * c.n_embd, c.bias),
+      c_proj(4 * c.n_embd, c.n_embd, c.bias),
+      dropout(c.dropout) {
+  register_module("c_fc", c_fc);
+  register_module("c_proj", c_proj);
+  register_module("dropout", dropout);
+}
+
+Tensor<3> GPT2MLP::forward(const Tensor<3>& x) const { return dropout(c_proj(c_fc(x).gelu())); }
+
+GPT2Block::GPT2Block(const GPT2Config& c)
+    : ln_1(c.n_embd, 1e-5, c.bias),
+      attn(c.n_embd, c.n_head, true, c.dropout, c.bias),
+      ln_2(c.n_embd, 1e-5, c.bias),
+      mlp(c) {
+  register_module("ln_1", ln_1);
+  register_module("attn", attn);
+  register_module("ln_2", ln_2);
+  register_module("mlp", mlp);
+}
+
+Tensor<3> GPT2Block::forward(const Tensor<3>& x) const {
+  const auto y = x + attn(ln_1(x));
+  return y + mlp(ln_2(y));
+}
+
+GPT2Transformer::GPT2Transformer(const GPT2Config& c)
+    : wte(c.vocab_size, c.n_embd),
+      wpe(c.block_size, c.n_embd),
+      drop(c.dropout),
+      ln_f(c.n_embd, 1e-5, c.bias) {
+  register_module("wte", wte);
+  register_module("wpe", wpe);
+  register_module("drop", drop);
+  for (std::int64_t i = 0; i < c.n_layer; ++i) h.push_back(std::make_unique<GPT2Block>(c));
+  register_module("h", h);
+  register_module("ln_f", ln_f);
+}
+
+GPT2::GPT2(const GPT2Config& c)
+    : transformer(checked(c)), lm_head(c.n_embd, c.vocab_size, false), config_(c) {
+  lm_head.weight.tie(transformer.wte.weight);
+  register_module("transformer", transformer);
+  register_module("lm_head", lm_head);
+  init_embedding(transformer.wte, 0.02);
+  init_embedding(transformer.wpe, 0.02);
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  for (auto& block : transformer.h) {
+    init_linear(block->attn.c_attn, 0.02);
+    init_linear(block->attn.c_proj, proj_std);
+    init_linear(block->mlp.c_fc, 0.02);
+    init_linear(block->mlp.c_proj, proj_std);
+  }
+}
+
+Tensor<3> GPT2::forward(const Tensor<2>& ids) const {
+  const auto [b, t] = ids.shape();
+  if (t > config_.block_size)
+    throw ShapeError("GPT2: a sequence of " + std::to_string(t) + " tokens is longer than " +
+                     "block_size " + std::to_string(config_.block_size));
+  const auto pos = arange(0, static_cast<double>(t), 1.0, DType::i32, ids.device());
+  auto x = transformer.drop(transformer.wte(ids) + transformer.wpe(pos));
+  for (const auto& block : transformer.h) x = (*block)(x);
+  x = transformer.ln_f(x);
+  return lm_head(x);
+}
+
+Tensor<0> GPT2::loss(const Tensor<2>& ids, const Tensor<2>& targets) const {
+  const auto logits = forward(ids);
+  return cross_entropy(logits.reshape(Shape<2>{-1, config_.vocab_size}),
+                       targets.reshape(Shape<1>{-1}), -1);
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,92 @@
+// Optimizer's groups, step loop and clipping (include/kiln/optim/optimizer.hpp).
+#include "kiln/optim/optimizer.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "kiln/autograd.hpp"
+
+namespace kiln::optim {
+
+std::vector<ParamGroup> decay_groups(const nn::Module& module, double weight_decay) {
+  ParamGroup decay{{}, std::nullopt, weight_decay}, no_decay{{}, std::nullopt, 0.0};
+  for (const auto& p : module.parameters()) (p.rank() >= 2 ? decay : no_decay).params.push_back(p);
+  return {decay, no_decay};
+}
+
+Tensor<0> grad_norm(const std::vector<nn::AnyParameter>& params) {
+  std::optional<Tensor<0>> sum;
+  NoGradGuard no_grad;
+  for (const auto& p : params) {
+    const auto g = detail::grad(p.handle());
+    if (!g) continue;
+    const auto sq =
+        with_rank(g, [](auto t) { return (t.to(DType::f32) * t.to(DType::f32)).sum(); });
+    sum = sum ? *sum + sq : sq;
+  }
+  if (!sum)
+    return Tensor<0>::zeros({}, DType::f32, params.empty() ? Device::cpu() : params[0].device());
+  return sum->sqrt();
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay,
+                     const char* name)
+    : groups_(std::move(groups)) {
+  std::set<const nn::ParameterSlot*> seen;
+  for (auto& g : groups_) {
+    if (!g.lr) g.lr = lr;
+    if (!g.weight_decay) g.weight_decay = weight_decay;
+    if (!(*g.lr >= 0.0)) throw ValueError(fmt::format("{}: lr must be >= 0, got {}", name, *g.lr));
+    if (!(*g.weight_decay >= 0.0))
+      throw ValueError(fmt::format("{}: weight_decay must be >= 0, got {}", name, *g.weight_decay));
+    for (const auto& p : g.params) {
+      if (!p.defined()) throw ValueError(fmt::format("{}: an empty parameter was given", name));
+      if (!seen.insert(p.slot().get()).second)
+        throw ValueError(fmt::format("{}: a parameter appears in more than one group", name));
+    }
+  }
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  for (const auto& g : groups_) {
+    for (const auto& p : g.params) {
+      auto grad = detail::grad(p.handle());
+      if (!grad) continue;
+      if (clip_coef_) {
+        const DType dtype = detail::dtype(grad);
+        grad = detail::binary(detail::Binary::mul, grad, clip_coef_->handle());
+        if (detail::dtype(grad) != dtype) grad = detail::cast(grad, dtype);
+      }
+      auto& state = state_[p.slot().get()];
+      ++state.step;
+      p.assign(update(g, state, p.handle(), grad));
+    }
+  }
+  clip_coef_.reset();
+  ++steps_;
+}
+
+void Optimizer::zero_grad() {
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) p.zero_grad();
+}
+
+Tensor<0> Optimizer::clip_grad_norm(double max_norm) {
+  if (!(max_norm > 0.0))
+    throw ValueError(fmt::format("clip_grad_norm: max_norm must be > 0, got {}", max_norm));
+  std::vector<nn::AnyParameter> all;
+  for (const auto& g : groups_) all.insert(all.end(), g.params.begin(), g.params.end());
+  const auto norm = grad_norm(all);
+  NoGradGuard no_grad;
+  clip_coef_ = minimum(static_cast<float>(max_norm) / (norm + 1e-6f), 1.0f);
+  return norm;
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0.0)) throw ValueError(fmt::format("set_lr: lr must be >= 0, got {}", lr));
+  for (auto& g : groups_) g.lr = lr;
+}
+
+}  // namespace kiln::optim

@@ -1,0 +1,146 @@
+// kiln::scaled_dot_product_attention (composed from matmul, masked_fill, softmax) against a
+// float64 evaluation on fresh random inputs: causal and not, default and explicit scale, Tq != Tk,
+// strided (transposed) inputs; the error paths. nn::MultiHeadAttention against the same
+// evaluation of its heads (q, k, v cut from c_attn's output as nanoGPT does).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/kiln.hpp"
+#include "kiln/nn/attention.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using kiln::DType;
+using kiln::Tensor;
+
+class AttentionTest : public kt::DeviceTest {};
+KILN_INSTANTIATE_DEVICES(AttentionTest);
+
+// softmax(q k^T * scale, masked) v for row-major [B, H, T, D] host data.
+std::vector<double> reference(const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v, int bh, int tq, int tk, int d,
+                              bool causal, double scale) {
+  std::vector<double> out(static_cast<std::size_t>(bh) * tq * d);
+  for (int n = 0; n < bh; ++n)
+    for (int i = 0; i < tq; ++i) {
+      std::vector<double> s(tk, -std::numeric_limits<double>::infinity());
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int j = 0; j < tk; ++j) {
+        if (causal && j > i) continue;
+        double dot = 0;
+        for (int c = 0; c < d; ++c)
+          dot += double(q[(n * tq + i) * d + c]) * k[(n * tk + j) * d + c];
+        s[j] = dot * scale;
+        mx = std::max(mx, s[j]);
+      }
+      double z = 0;
+      for (int j = 0; j < tk; ++j) z += s[j] == -INFINITY ? 0 : std::exp(s[j] - mx);
+      for (int c = 0; c < d; ++c) {
+        double acc = 0;
+        for (int j = 0; j < tk; ++j)
+          if (s[j] != -INFINITY) acc += std::exp(s[j] - mx) / z * v[(n * tk + j) * d + c];
+        out[(n * tq + i) * d + c] = acc;
+      }
+    }
+  return out;
+}
+
+TEST_P(AttentionTest, MatchesFloat64) {
+  struct Case {
+    int b, h, tq, tk, d;
+    bool causal;
+    std::optional<double> scale;
+  };
+  for (const Case c : {Case{2, 3, 5, 5, 4, false, {}}, Case{2, 3, 5, 5, 4, true, {}},
+                       Case{1, 2, 3, 7, 8, false, 0.3}, Case{1, 1, 6, 6, 16, true, 1.0}}) {
+    SCOPED_TRACE(::testing::Message() << "causal " << c.causal << " tq " << c.tq << " tk " << c.tk);
+    const auto qs = kt::uniform(std::size_t(c.b) * c.h * c.tq * c.d, -2, 2, rng());
+    const auto ks = kt::uniform(std::size_t(c.b) * c.h * c.tk * c.d, -2, 2, rng());
+    const auto vs = kt::uniform(std::size_t(c.b) * c.h * c.tk * c.d, -2, 2, rng());
+    const auto q = Tensor<4>::from_data(qs, {c.b, c.h, c.tq, c.d}, dev());
+    const auto k = Tensor<4>::from_data(ks, {c.b, c.h, c.tk, c.d}, dev());
+    const auto v = Tensor<4>::from_data(vs, {c.b, c.h, c.tk, c.d}, dev());
+    const double scale = c.scale.value_or(1.0 / std::sqrt(double(c.d)));
+    const auto want = reference(qs, ks, vs, c.b * c.h, c.tq, c.tk, c.d, c.causal, scale);
+    const auto got = kiln::scaled_dot_product_attention(q, k, v, c.causal, c.scale).to_vector();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+    // The same values through strided views ([B, T, H, D] transposed to [B, H, T, D]).
+    auto strided = [&](const Tensor<4>& t) {
+      return t.transpose(1, 2).contiguous().transpose(1, 2);
+    };
+    const auto again =
+        kiln::scaled_dot_product_attention(strided(q), strided(k), strided(v), c.causal, c.scale);
+    EXPECT_EQ(again.to_vector(), got);
+  }
+}
+
+TEST_P(AttentionTest, ErrorsNameTheProblem) {
+  const auto q = Tensor<4>::ones({1, 2, 3, 4}, DType::f32, dev());
+  const auto bad = Tensor<4>::ones({1, 2, 3, 5}, DType::f32, dev());
+  EXPECT_THROW(kiln::scaled_dot_product_attention(q, bad, bad), kiln::ShapeError);
+  EXPECT_THROW(
+      kiln::scaled_dot_product_attention(q, q, Tensor<4>::ones({1, 2, 4, 4}, DType::f32, dev())),
+      kiln::ShapeError);
+  const auto ints = Tensor<4>::ones({1, 2, 3, 4}, DType::i32, dev());
+  EXPECT_THROW(kiln::scaled_dot_product_attention(ints, ints, ints), kiln::DTypeError);
+}
+
+// Linear on host data: rows x [n, in] -> [n, out] with weight [out, in] and bias [out].
+std::vector<double> linear(const std::vector<double>& x, const std::vector<double>& w,
+                           const std::vector<double>& b, int n, int in, int out) {
+  std::vector<double> y(std::size_t(n) * out);
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      double acc = b[o];
+      for (int i = 0; i < in; ++i) acc += x[r * in + i] * w[o * in + i];
+      y[r * out + o] = acc;
+    }
+  return y;
+}
+
+TEST_P(AttentionTest, MultiHeadAttentionMatchesItsHeadsInFloat64) {
+  const int B = 2, T = 5, C = 12, H = 3, D = C / H;
+  for (bool causal : {true, false}) {
+    kiln::nn::MultiHeadAttention mha(C, H, causal);
+    mha.to(dev());
+    const auto xs = kt::uniform(std::size_t(B) * T * C, -1, 1, rng());
+    const auto x = Tensor<3>::from_data(xs, {B, T, C}, dev());
+    const auto got = mha(x).to_vector();
+    const auto qkv = linear(std::vector<double>(xs.begin(), xs.end()),
+                            kt::host_values(mha.c_attn.weight.tensor()),
+                            kt::host_values(mha.c_attn.bias.tensor()), B * T, C, 3 * C);
+    // Heads as [B * H, T, D] float data for reference().
+    std::vector<float> q(std::size_t(B) * T * C), k(q.size()), v(q.size());
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d) {
+            const std::size_t to = ((std::size_t(b) * H + h) * T + t) * D + d;
+            const std::size_t from = (std::size_t(b) * T + t) * 3 * C + h * D + d;
+            q[to] = float(qkv[from]);
+            k[to] = float(qkv[from + C]);
+            v[to] = float(qkv[from + 2 * C]);
+          }
+    const auto heads = reference(q, k, v, B * H, T, T, D, causal, 1.0 / std::sqrt(double(D)));
+    std::vector<double> joined(std::size_t(B) * T * C);
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d)
+            joined[(std::size_t(b) * T + t) * C + h * D + d] =
+                heads[((std::size_t(b) * H + h) * T + t) * D + d];
+    const auto want = linear(joined, kt::host_values(mha.c_proj.weight.tensor()),
+                             kt::host_values(mha.c_proj.bias.tensor()), B * T, C, C);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
+  }
+  EXPECT_THROW(kiln::nn::MultiHeadAttention(10, 3), kiln::ValueError);
+  kiln::nn::MultiHeadAttention mha(C, H);
+  EXPECT_THROW(mha(Tensor<3>::ones({1, 2, 8})), kiln::ShapeError);
+}
+
+}  // namespace

@@ -8,7 +8,6 @@
 #include "kiln/config.hpp"
 #if KILN_WITH_PERSISTENCE && KILN_WITH_AUTOTUNE
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -77,18 +76,13 @@ std::vector<std::pair<tune::MatmulProblem, std::string>> stored_matmuls(const Co
   return out;
 }
 
-// The background threads, joined at exit. Made after the CUDA runtime has started (a context
-// exists) and after cuBLASLt's first call (prepare_lt_in_background), so destroyed before
-// either shuts down: static destructors run in the reverse order of construction, and a
-// library's lazily made statics count from the call that made them. `stopping` ends a preload
-// between two problems.
+// The background threads, joined at exit. Made at the first call, after the CUDA runtime has
+// started (a context exists), so destroyed before the runtime shuts down.
 struct Background {
   std::mutex mu;
   std::set<int> started;  // device indices
   std::vector<std::thread> threads;
-  std::atomic<bool> stopping{false};
   ~Background() {
-    stopping = true;
     for (std::thread& t : threads) t.join();
   }
 };
@@ -105,20 +99,11 @@ const LtState& lt_state(Context& ctx) {
 
 void prepare_lt_in_background([[maybe_unused]] Context& ctx) {
 #if KILN_WITH_PERSISTENCE && KILN_WITH_AUTOTUNE
-  // cuBLASLt's handle (its first call, which makes the library's own statics) on this thread,
-  // before the Background static: made on the thread, those statics were destroyed before the
-  // join, while the thread was still in cuBLASLt, and a process that exited during the preload
-  // died of SIGSEGV (`kiln doctor`, `kiln bench --device cpu` on a GPU machine, 2026-12-05).
-  try {
-    lt_state(ctx);
-  } catch (...) {
-    return;  // left for the first matmul, which reports what fails
-  }
   static Background background;
   std::lock_guard lock(background.mu);
   if (!background.started.insert(ctx.index).second) return;
   try {
-    background.threads.emplace_back([&ctx, &stopping = background.stopping] {
+    background.threads.emplace_back([&ctx] {
       try {
         auto stored = stored_matmuls(ctx);
         if (stored.empty()) {
@@ -134,10 +119,7 @@ void prepare_lt_in_background([[maybe_unused]] Context& ctx) {
         Slot& s = slot(ctx.index);
         std::lock_guard slot_lock(s.mu);  // the first matmul waits for all of this
         make(ctx, s);
-        for (const auto& [problem, value] : stored) {
-          if (stopping) break;
-          preload_matmul(ctx, s.state, problem, value);
-        }
+        for (const auto& [problem, value] : stored) preload_matmul(ctx, s.state, problem, value);
       } catch (...) {
         // Left for the first matmul, which makes the state itself and reports what fails.
       }

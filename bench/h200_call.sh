@@ -53,12 +53,20 @@ for section in "$@"; do
     unset KILN_CACHE_DIR
     ;;
   gdb)
-    # `kiln bench --device cpu` on a machine with a GPU dies of SIGSEGV after its last line
-    # (CliTest.BenchInOneProcessPrintsNoHeaders, 2026-12-05): where.
+    # CLI children that opened the GPU die of SIGSEGV at exit (kiln doctor, kiln bench --device
+    # cpu, kiln tune; 2026-12-05): where, with every thread's stack.
     g=$(command -v gdb || echo /usr/local/cuda/bin/cuda-gdb)
-    KILN_CACHE_DIR=$(mktemp -d) timeout 90 .device/run "$g" -q -batch -ex run -ex bt \
-      -ex "thread apply all bt 12" --args .device/bin/kiln_dbg bench --device cpu --runs 1 \
-      --processes 1 2>&1 | grep -v "^\[New Thread\|^\[Thread .* exited" | tail -80
+    for b in kiln_dbg kiln_dbg2; do
+      [ -x .device/bin/$b ] || continue
+      for args in "doctor" "bench --device cpu --runs 1 --processes 1"; do
+        echo "-- gdb $b $args"
+        # shellcheck disable=SC2086
+        KILN_CACHE_DIR=$(mktemp -d) timeout 90 .device/run "$g" -q -batch -ex run -ex bt \
+          -ex "thread apply all bt 30" --args .device/bin/$b $args 2>&1 |
+          grep -v "^\[New Thread\|^\[Thread .* exited" | tail -100 >"$OUT/gdb_${b}_${args%% *}.txt"
+        grep -E "SIGSEGV|exited" "$OUT/gdb_${b}_${args%% *}.txt"
+      done
+    done
     ;;
   tests)
     t timeout 300 .device/run kiln_tests >"$OUT/tests.log" 2>&1

@@ -12,9 +12,10 @@
 # (optionally a `kiln` built from an older commit as .device/bin/kiln_before, for before/after),
 # and run `tar xJf .device.tar.xz && bash .device/peers/h200_call.sh SECTION...` with carry
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
-# started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb (a
-# backtrace of a CPU bench child that opened the GPU), tests, ops (op speed beside PyTorch), train (training steps beside PyTorch),
-# quick (the changed tests and one bench round, for a short budget).
+# started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb
+# (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
+# (the MLP step beside PyTorch), gpt2 (GPT-2 small training steps beside PyTorch), quick (the
+# changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -104,6 +105,16 @@ for section in "$@"; do
     t timeout 60 .device/run kiln_mlp_step --device cuda
     KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
     t timeout 200 python3 .device/peers/torch_mlp_step.py --device cuda
+    ;;
+  gpt2)
+    # GPT-2 small training steps (B=16, T=1024) beside PyTorch's, f32 with TF32 (kiln's
+    # Precision::high) and PyTorch's bf16 autocast.
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10
+    for args in "--dtype tf32" "--dtype tf32 --attention written" "--dtype bf16" \
+      "--dtype bf16 --compile"; do
+      # shellcheck disable=SC2086
+      t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 $args
+    done
     ;;
   esac
 done

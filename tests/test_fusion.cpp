@@ -72,6 +72,7 @@ TEST_P(FusionTest, Chain8IsOneGroupThatWritesOnlyItsResult) {
   const auto x = input(256, 192);
   dev().sync();
   const long long live_before = kiln::memory_stats().live_buffers;
+  const long long bytes_before = kiln::memory_stats().live_bytes;
   kiln::reset_peak_buffers();
   Delta d;
   auto z = chain8(x);
@@ -83,6 +84,7 @@ TEST_P(FusionTest, Chain8IsOneGroupThatWritesOnlyItsResult) {
   EXPECT_EQ(d.now().outputs_written, 1);
   EXPECT_EQ(d.now().bytes_written, 256 * 192 * 4);
   EXPECT_EQ(kiln::memory_stats().peak_buffers - live_before, 1) << "one buffer: the result";
+  EXPECT_EQ(kiln::memory_stats().peak_bytes - bytes_before, 256 * 192 * 4);
   const auto fused = z.to_vector();
 
   set_fusion(false);

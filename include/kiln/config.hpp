@@ -95,11 +95,14 @@ FusionStats fusion_stats();
 // compiled, bytes read and written, intermediates never written (docs/fusion.md).
 std::string fusion_summary();
 
-// Device and host buffers alive now and at most since the last reset_peak_buffers(): what a
-// long recorded loop holds.
+// Device and host buffers alive now and at most since the last reset_peak_buffers(), and the
+// bytes they hold (as torch.cuda.memory_allocated / max_memory_allocated count tensors' bytes,
+// over every device and the host together): what a long recorded loop or a training step holds.
 struct MemoryStats {
   long long live_buffers = 0;
   long long peak_buffers = 0;
+  long long live_bytes = 0;
+  long long peak_bytes = 0;
 };
 MemoryStats memory_stats();
 void reset_peak_buffers();

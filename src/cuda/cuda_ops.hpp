@@ -35,9 +35,8 @@ void matmul(Context& ctx, const TensorImpl& a, const TensorImpl& b, const Tensor
 #if KILN_WITH_AUTOTUNE
 // Runs a stored tuned choice (`value`, as the tuner saved it) once on scratch memory of the
 // problem's shape, so that cuBLASLt is set up for its compute type and its kernel is loaded
-// before the first real call (cublaslt_state.hpp). An empty value runs the heuristic's first
-// choice instead. Does nothing for kiln's own kernels, a value that is no algorithm, one that
-// does not apply, or a problem of more than 64 MiB.
+// before the first real call (cublaslt_state.hpp). Does nothing for kiln's own kernels, a value
+// that is no algorithm, one that does not apply, or a problem of more than 64 MiB.
 void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& problem,
                     const std::string& value);
 // For the tests: runs every candidate the tuner would time for out = a @ b (the heuristic's

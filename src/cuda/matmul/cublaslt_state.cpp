@@ -105,17 +105,13 @@ void prepare_lt_in_background([[maybe_unused]] Context& ctx) {
   try {
     background.threads.emplace_back([&ctx] {
       try {
-        auto stored = stored_matmuls(ctx);
-        if (stored.empty()) {
-          // Nothing tuned here yet: set cuBLASLt up for both compute types with the heuristic's
-          // choice for a 1024^3 product each, the size a first matmul most often has.
-          for (const char* precision : {"highest", "high"}) {
-            tune::MatmulProblem p;
-            p.precision = precision;
-            p.m = p.n = p.k = 1024;
-            stored.emplace_back(p, std::string());
-          }
-        }
+        // Nothing tuned here yet: nothing to prepare. (Setting cuBLASLt up with a heuristic
+        // query instead crashed processes that exited during it: the query makes cuBLASLt state
+        // whose teardown is registered after this thread's join, so exit destroyed it under the
+        // query; `kiln doctor` and `kiln bench --device cpu` with an empty store on an H100,
+        // 2026-12-05. The stored path checks and runs known algorithms, no heuristic.)
+        const auto stored = stored_matmuls(ctx);
+        if (stored.empty()) return;
         Slot& s = slot(ctx.index);
         std::lock_guard slot_lock(s.mu);  // the first matmul waits for all of this
         make(ctx, s);

@@ -15,11 +15,11 @@
 // the store holds tuned matmul choices for it (this program has multiplied matrices on this
 // device before, and will again), runs each stored cuBLASLt choice (the 8 newest) once on scratch
 // memory of its bucket's shape (preload_matmul, matmul.cpp): its check sets cuBLASLt up, its
-// launch loads the kernel. When the store holds none (a first process), it runs the heuristic's
-// choice for a 1024^3 product in strict fp32 and in TF32 instead, which sets cuBLASLt up for both.
-// The first matmul then finds both done if the program did anything else for about 0.2 s after
-// opening the device (uploading weights, say); if it comes sooner, it waits for the rest, most of
-// which it would have paid anyway.
+// launch loads the kernel. When the store holds none (a first process) it does nothing: running
+// the heuristic there instead crashed processes that exited during it (cublaslt_state.cpp), and
+// a first process's first matmul pays for tuning anyway. The first matmul then finds both done if
+// the program did anything else for about 0.2 s after opening the device (uploading weights, say);
+// if it comes sooner, it waits for the rest, most of which it would have paid anyway.
 #pragma once
 
 #include <cublasLt.h>

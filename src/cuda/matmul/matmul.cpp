@@ -497,8 +497,8 @@ void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& 
                     const std::string& value) {
   constexpr std::int64_t kMaxScratchBytes = std::int64_t{64} << 20;
   const auto algo = algo_from_value(value);
-  if (!algo && !value.empty()) return;  // kiln's own kernel: loaded from the store when used
-  if (problem.dtype != "f32") return;   // (its set-up is the one the f32 products share)
+  if (!algo) return;                   // kiln's own kernel: loaded from the store when used
+  if (problem.dtype != "f32") return;  // (its set-up is the one the f32 products share)
   const std::int64_t batch = problem.batch, m = problem.m, n = problem.n, k = problem.k;
   const std::int64_t a_size = m * k, b_size = k * n, d_size = m * n;
   const std::int64_t bytes = batch * (a_size + b_size + d_size) * std::int64_t{sizeof(float)};
@@ -523,12 +523,7 @@ void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& 
   key.batch = batch;
   Plan plan;
   make_descriptors(plan, key, a, b, d);
-  if (algo) {
-    if (algo_applies(lt, plan, *algo)) run_algo(lt, plan, *algo, a, b, out, ctx.stream);
-  } else {
-    key.align_a = key.align_b = key.align_out = 16;  // (the scratch's are larger)
-    run_algo(lt, plan, heuristic(plan, lt.handle, key, a, b, 1).front(), a, b, out, ctx.stream);
-  }
+  if (algo_applies(lt, plan, *algo)) run_algo(lt, plan, *algo, a, b, out, ctx.stream);
 }  // (the scratch is freed in stream order, after the product)
 
 void for_each_matmul_candidate(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in,

@@ -14,7 +14,8 @@
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
-# (the MLP step beside PyTorch), gpt2 (GPT-2 small training steps beside PyTorch), quick (the
+# (the MLP step beside PyTorch), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln bench --train),
+# quick (the
 # changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
 t() {
@@ -105,6 +106,9 @@ for section in "$@"; do
     t timeout 60 .device/run kiln_mlp_step --device cuda
     KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
     t timeout 200 python3 .device/peers/torch_mlp_step.py --device cuda
+    ;;
+  benchtrain)
+    t timeout 200 .device/run kiln bench --train --device cuda --runs 10
     ;;
   gpt2)
     # GPT-2 small training steps (B=16, T=1024) beside PyTorch's, f32 with TF32 (kiln's

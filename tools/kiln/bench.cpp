@@ -18,7 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "bench_measure.hpp"
 #include "bench_processes.hpp"
+#include "bench_train.hpp"
 #include "json.hpp"
 #include "kiln/kiln.hpp"
 
@@ -27,71 +29,11 @@ extern char** environ;
 namespace kiln::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct Timing {
-  double first_s = 0;          // the first call: it pays for any compilation, tuning and warm-up
-  CompileStats first_compile;  // the run-time compilation inside the first call
-  double min_s = 0;            // of the next `runs` calls
-  double median_s = 0;         // of the next `runs` calls
-  int runs = 0;
-};
-
-struct WorkloadResult {
-  std::string name;       // "chain8", "matmul"
-  std::string precision;  // matmul: "highest" or "high" (TF32); empty otherwise
-  std::int64_t rows = 0, cols = 0;
-  Timing timing;
-  DType dtype = DType::f32;
-};
-
 struct DeviceResult {
   std::string device;   // "cpu", "cuda:0"
   std::string backend;  // "dispatch<cpu<avx2>>"
   std::vector<WorkloadResult> workloads;
 };
-
-double median_of_sorted(const std::vector<double>& s) {
-  const std::size_t n = s.size();
-  return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
-// Times `call` as the seed does: the host clock around the call and device.sync(). The result is
-// kept alive until the clock has stopped, for two reasons: a lazy (fused) device must not be
-// allowed to skip work whose result nobody holds, and freeing it is not part of the workload.
-// `check` sees the first and the last result, outside the timing.
-template <class Call, class Check>
-Timing measure(const Device& device, int runs, Call&& call, Check&& check) {
-  auto timed_call = [&] {
-    const auto t0 = Clock::now();
-    auto result = call();
-    device.sync();
-    const auto t1 = Clock::now();
-    return std::pair{std::chrono::duration<double>(t1 - t0).count(), std::move(result)};
-  };
-  Timing t;
-  t.runs = runs;
-  {
-    const CompileStats before = compile_stats();
-    auto [seconds, result] = timed_call();
-    const CompileStats after = compile_stats();
-    t.first_s = seconds;
-    t.first_compile = {after.kernels - before.kernels, after.seconds - before.seconds,
-                       after.loaded - before.loaded, after.load_seconds - before.load_seconds};
-    check(result);
-  }
-  std::vector<double> samples;
-  samples.reserve(static_cast<std::size_t>(runs));
-  for (int i = 0; i < runs; ++i) {
-    auto [seconds, result] = timed_call();
-    samples.push_back(seconds);
-    if (i == runs - 1) check(result);
-  }
-  std::sort(samples.begin(), samples.end());
-  t.min_s = samples.front();
-  t.median_s = median_of_sorted(samples);
-  return t;
-}
 
 // Indices spread over [0, n): the ends (where an off-by-one shows) and a seeded random sample.
 std::vector<std::size_t> sample_indices(std::size_t n, std::size_t count) {
@@ -188,7 +130,7 @@ WorkloadResult run_chain8(const Device& device, int runs, DType dtype = DType::f
   const Timing t = measure(
       device, runs, [&] { return chain8(x); },
       [&](const Tensor<2>& z) { check_chain8(where, x_host, z, dtype); });
-  return {"chain8", "", kChainSide, kChainSide, t, dtype};
+  return {"chain8", "", kChainSide, kChainSide, t, dtype, {}};
 }
 
 // `name`: "matmul", or "new-shape matmul" (operands made on the CPU: a process whose store is
@@ -211,7 +153,7 @@ WorkloadResult run_matmul(const Device& device, int runs, Precision precision,
       device, runs, [&] { return matmul(a, b); },
       [&](const Tensor<2>& c) { check_matmul(where, a_host, b_host, c, tf32, side, dtype); });
   set_float32_matmul_precision(saved);
-  return {name, tf32 ? "high" : "highest", side, side, t, dtype};
+  return {name, tf32 ? "high" : "highest", side, side, t, dtype, {}};
 }
 
 constexpr const char* kNewShape = "new-shape matmul";
@@ -248,8 +190,13 @@ std::map<std::string, std::vector<WorkloadResult>> new_shape_rows(const BenchOpt
     t.min_s = w.min_s;
     t.median_s = w.median_s;
     t.runs = w.runs;
-    rows[w.device].push_back(
-        {kNewShape, tf32 ? "high" : "highest", options.new_shape_side, options.new_shape_side, t});
+    rows[w.device].push_back({kNewShape,
+                              tf32 ? "high" : "highest",
+                              options.new_shape_side,
+                              options.new_shape_side,
+                              t,
+                              DType::f32,
+                              {}});
   }
   return rows;
 }
@@ -281,7 +228,7 @@ std::string text_line(const WorkloadResult& w) {
     line += fmt::format(" (first call loaded {} kernels from the store in {})",
                         t.first_compile.loaded, format_duration(t.first_compile.load_seconds));
   }
-  return line;
+  return line + step_facts_text(w);
 }
 
 std::string json_report(const std::vector<DeviceResult>& results) {
@@ -294,12 +241,16 @@ std::string json_report(const std::vector<DeviceResult>& results) {
       workloads += fmt::format(
           "{{\"name\": {}, \"shape\": [{}, {}], \"dtype\": \"{}\", {}\"first_s\": {}, "
           "\"min_s\": {}, \"median_s\": {}, \"runs\": {}, \"first_compiles\": {}, "
-          "\"first_compile_s\": {}, \"first_loaded\": {}}}",
+          "\"first_compile_s\": {}, \"first_loaded\": {}{}}}",
           json_string(w.name), w.rows, w.cols, dtype_name(w.dtype),
           w.precision.empty() ? "" : fmt::format("\"precision\": {}, ", json_string(w.precision)),
           w.timing.first_s, w.timing.min_s, w.timing.median_s, w.timing.runs,
           w.timing.first_compile.kernels, w.timing.first_compile.seconds,
-          w.timing.first_compile.loaded);
+          w.timing.first_compile.loaded,
+          w.step.peak_bytes == 0 ? ""
+                                 : fmt::format(", \"tokens_per_step\": {}, \"flops_per_step\": {}, "
+                                               "\"peak_bytes\": {}",
+                                               w.step.tokens, w.step.flops, w.step.peak_bytes));
     }
     if (!devices.empty()) devices += ", ";
     devices += fmt::format("{{\"device\": {}, \"name\": {}, \"workloads\": [{}]}}",
@@ -394,6 +345,12 @@ void run_bench(const BenchOptions& options) {
       }
     };
     const bool cuda = device.kind() == Device::Kind::cuda;
+    if (options.train) {
+      report(run_mlp_step(device, options.runs));
+      if (cuda) report(run_gpt2_step(device, options.runs));
+      results.push_back(std::move(r));
+      continue;
+    }
     if (options.new_shape) {
       if (cuda) {
         for (const Precision p : {Precision::highest, Precision::high})

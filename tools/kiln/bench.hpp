@@ -21,6 +21,8 @@ struct BenchOptions {
   // device), its store a fresh directory that the process that started it made.
   bool new_shape = false;
   std::int64_t new_shape_side = 1024;  // of the square matmul of the new-shape rows
+  // The training steps (bench_train.hpp) instead of the seed's workloads.
+  bool train = false;
 };
 
 // A workload computed a wrong result: the timings would describe broken code, so none are kept.

@@ -213,6 +213,7 @@ BenchChild run_bench_child(const BenchOptions& options, ChildStdout out,
                                 std::to_string(options.runs)};
   if (options.json) args.emplace_back("--json");
   if (options.new_shape) args.emplace_back("--new-shape");
+  if (options.train) args.emplace_back("--train");
   if (options.new_shape_side != BenchOptions{}.new_shape_side)
     args.insert(args.end(), {"--new-shape-side", std::to_string(options.new_shape_side)});
   if (out != ChildStdout::capture) {

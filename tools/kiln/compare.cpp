@@ -632,6 +632,7 @@ int run_compare(const CompareOptions& options) {
   BenchOptions bench;
   bench.device = ctx.device;
   bench.runs = options.runs;
+  bench.train = options.train;
   // (base by an init-capture: clang 14 cannot capture a structured binding.)
   auto run_one = [&, &base = base](const Configuration& c, const std::string& what,
                                    std::vector<WorkloadReport>& out) {

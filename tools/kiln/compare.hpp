@@ -22,6 +22,7 @@ struct CompareOptions {
   // Configuration names (compare_configurations()) to run; empty: every one. default always
   // runs: the ratios are to it.
   std::vector<std::string> configs;
+  bool train = false;  // the training steps (kiln bench --train) instead of the seed's workloads
 };
 
 // Every configuration's name, in the order they run: "default", "fusion off", ..., "all off".

@@ -93,7 +93,13 @@ int main(int argc, char** argv) {
   // Hidden (empty group): how run_bench_processes starts each of its processes.
   CLI::Option* one_process_opt = bench_cmd->add_flag("--one-process", bench.one_process)->group("");
   bench_cmd->add_option("--report-fd", bench.report_fd)->group("");
-  bench_cmd->add_flag("--new-shape", bench.new_shape)->group("")->needs(one_process_opt);
+  CLI::Option* new_shape_opt =
+      bench_cmd->add_flag("--new-shape", bench.new_shape)->group("")->needs(one_process_opt);
+  bench_cmd
+      ->add_flag("--train", bench.train,
+                 "Time training steps instead: an MLP step (every device) and a GPT-2 small step "
+                 "(B=16, T=1024, TF32, AdamW; CUDA), with tokens/s, MFU and peak memory")
+      ->excludes(new_shape_opt);
   bool compare_flag = false;
   CLI::Option* compare_opt = bench_cmd->add_flag(
       "--compare", compare_flag,
@@ -177,6 +183,7 @@ int main(int argc, char** argv) {
     if (*bench_cmd && compare_flag) {
       compare.device = bench.device;
       compare.json = bench.json;
+      compare.train = bench.train;
       if (runs_opt->count() > 0) compare.runs = bench.runs;
       return kiln::cli::run_compare(compare);
     }

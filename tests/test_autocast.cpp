@@ -9,6 +9,7 @@
 #include <cmath>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "kiln/half.hpp"
 #include "kiln/kiln.hpp"
@@ -241,6 +242,35 @@ TEST_P(AutocastTest, F32ListComputesInF32) {
   EXPECT_NEAR(ce.item(), loss, 1e-5);
   EXPECT_NEAR(total.item(), sum, 1e-4);
   EXPECT_NEAR(mse.item(), sq / (rows * cols), 1e-4);
+}
+
+// The cast autocast puts before a product is an element-wise op like any other: on a fused device
+// it joins the group that computes its operand, exactly as the same cast written by hand, and
+// runs no more groups than the f32 product.
+TEST_P(AutocastTest, CastsFuseIntoTheirProducers) {
+  kt::ConfigGuard guard;
+  kiln::Config c = kiln::config();
+  c.fusion = true;
+  kiln::set_config(c);
+  const auto x = Tensor<2>::random({16, 8}, kiln::Distribution::uniform(-1, 1), dev(), seed());
+  const auto w = Tensor<2>::random({8, 4}, kiln::Distribution::uniform(-1, 1), dev(), seed() + 1);
+  const auto w16 = w.to(DType::bf16);  // already bf16: only the left operand is cast
+  auto work = [&](auto&& product) {
+    const auto before = kiln::fusion_stats();
+    product().to_vector();
+    const auto after = kiln::fusion_stats();
+    return std::pair{after.groups_run - before.groups_run,
+                     after.ops_recorded - before.ops_recorded};
+  };
+  auto h = [&] { return (x * 2.0f + 1.0f).tanh(); };
+  const auto f32 = work([&] { return kiln::matmul(h(), w); });
+  const auto by_hand = work([&] { return kiln::matmul(h().to(DType::bf16), w16); });
+  const auto autocast = work([&] {
+    const Autocast on(DType::bf16);
+    return kiln::matmul(h(), w16);
+  });
+  EXPECT_EQ(autocast, by_hand);
+  EXPECT_EQ(autocast.first, f32.first);
 }
 
 // y = Linear(x) under bf16 autocast, loss = sum(y * c) in f32: dL/dW = c^T x, dL/db = sum_rows c,

@@ -1,9 +1,9 @@
 // kiln::optim::GradScaler, torch.amp.GradScaler's dynamic loss scaling for f16 autocast
-// (docs/autocast.md): f16's smallest normal is 6e-5, so small gradients flush to zero in the f16
-// parts of backward. The loss is multiplied by a large scale before backward, the gradients are
-// divided by it before the step, and the step is skipped when a gradient came out inf or NaN
-// (the scale was too large): the scale halves then, and doubles after growth_interval steps
-// without one. bf16 has f32's range and needs none.
+// (docs/autocast.md): f16 loses precision below 6e-5 and holds nothing below 6e-8, so small
+// gradients vanish in the f16 parts of backward. The loss is multiplied by a large scale before
+// backward, the gradients are divided by it before the step, and the step is skipped when a
+// gradient came out inf or NaN (the scale was too large): the scale halves then, and doubles after
+// growth_interval steps without one. bf16 has f32's range and needs none.
 //
 //   kiln::optim::GradScaler scaler;
 //   { kiln::Autocast on(kiln::DType::f16); loss = model.loss(x, y); }

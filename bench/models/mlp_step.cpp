@@ -8,6 +8,10 @@
 // KILN_FUSION=0); matmuls, reductions and row kernels are the same calls either way.
 //
 //   kiln_mlp_step [--device cuda|cpu] [--runs 20] [--batch 10] [--hidden 512] [--rows 128]
+//                 [--autocast off|bf16|f16]
+//
+// --autocast runs forward under a kiln::Autocast guard (bf16/f16 products, f32 loss; the
+// parameters and Adam's state stay f32); the first line printed says which.
 //
 // bench/peers/torch_mlp_step.py times the same step in PyTorch (eager and torch.compile).
 #include <algorithm>
@@ -16,9 +20,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <kiln/autocast.hpp>
 #include <kiln/autograd.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/loss.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +36,7 @@ struct Options {
   kiln::Device device = kiln::Device::best();
   int runs = 20, batch = 10;
   std::int64_t hidden = 512, rows = 128;
+  std::optional<kiln::DType> autocast;
 };
 
 // Adam's state of one parameter and its update, PyTorch's defaults.
@@ -68,6 +75,9 @@ Options parse(int argc, char** argv) {
       o.hidden = std::stoll(v);
     else if (a == "--rows")
       o.rows = std::stoll(v);
+    else if (a == "--autocast" && (v == "off" || v == "bf16" || v == "f16"))
+      o.autocast = v == "off" ? std::nullopt
+                              : std::optional(v == "bf16" ? kiln::DType::bf16 : kiln::DType::f16);
     else {
       std::fprintf(stderr, "kiln_mlp_step: unknown option %s\n", a.c_str());
       std::exit(2);
@@ -93,18 +103,23 @@ int main(int argc, char** argv) {
   auto b3 = param<1>({10}, 1 / std::sqrt(double(H)), dev, 8);
   int t = 0;
   auto step = [&] {
-    auto h1 = (kiln::matmul(x, w1.p) + b1.p).relu();
-    auto h2 = (kiln::matmul(h1, w2.p) + b2.p).relu();
-    auto loss = kiln::cross_entropy(kiln::matmul(h2, w3.p) + b3.p, y);
+    Tensor<0> loss;
+    {
+      // Forward only, as PyTorch's recipe: backward runs in the dtypes forward recorded.
+      const kiln::Autocast autocast(o.autocast);
+      auto h1 = (kiln::matmul(x, w1.p) + b1.p).relu();
+      auto h2 = (kiln::matmul(h1, w2.p) + b2.p).relu();
+      loss = kiln::cross_entropy(kiln::matmul(h2, w3.p) + b3.p, y);
+    }
     loss.backward();
     ++t;
     w1.step(t), b1.step(t), w2.step(t), b2.step(t), w3.step(t), b3.step(t);
     return loss;
   };
 
-  std::printf("name = %s, MLP 784-%lld-%lld-10, batch %lld, Adam by hand\n",
+  std::printf("name = %s, MLP 784-%lld-%lld-10, batch %lld, Adam by hand, autocast %s\n",
               dev.backend_name().c_str(), static_cast<long long>(H), static_cast<long long>(H),
-              static_cast<long long>(B));
+              static_cast<long long>(B), o.autocast ? kiln::dtype_name(*o.autocast) : "off");
   const auto t0 = std::chrono::steady_clock::now();
   float first_loss = step().item();
   const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

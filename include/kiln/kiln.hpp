@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kiln/attention.hpp"
+#include "kiln/autocast.hpp"
 #include "kiln/autograd.hpp"
 #include "kiln/checkpoint.hpp"
 #include "kiln/config.hpp"

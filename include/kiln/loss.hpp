@@ -1,11 +1,14 @@
 // Losses as torch.nn.functional's, with reduction "mean", composed from kiln's ops (so each is
 // differentiable through the ops it is made of): cross_entropy is log_softmax (the row kernel),
 // a gather of the targets and a weighted mean; the probabilities exist as log-probabilities for
-// one pass (a fused kernel that never writes them is issue 19's, not built yet).
+// one pass (a fused kernel that never writes them is issue 19's, not built yet). The losses are
+// on autocast's f32 list (kiln/autocast.hpp): under a guard, half scores are cast up to f32 first
+// (cross_entropy through log_softmax, itself on the list), and the loss is f32.
 #pragma once
 
 #include <string>
 
+#include "kiln/autocast.hpp"
 #include "kiln/error.hpp"
 #include "kiln/tensor.hpp"
 
@@ -28,9 +31,10 @@ inline void check_class_targets(const char* op, const Tensor<2>& scores, const T
 // -mean over the rows whose target is not ignore_index of log_probs[i, targets[i]]
 // (torch.nn.functional.nll_loss). A target outside [0, C) other than ignore_index raises
 // IndexError; with every row ignored the result is NaN (0 / 0), as PyTorch's.
-inline Tensor<0> nll_loss(const Tensor<2>& log_probs, const Tensor<1>& targets,
+inline Tensor<0> nll_loss(const Tensor<2>& log_probs_in, const Tensor<1>& targets,
                           int ignore_index = -100) {
-  detail::check_class_targets("nll_loss", log_probs, targets);
+  detail::check_class_targets("nll_loss", log_probs_in, targets);
+  const Tensor<2> log_probs(detail::autocast_f32(log_probs_in.handle("nll_loss")));
   const auto keep = targets != ignore_index;
   const auto picked = log_probs.gather(1, where(keep, targets, 0).unsqueeze(1)).squeeze(1);
   const auto weight = keep.to(log_probs.dtype());
@@ -57,7 +61,8 @@ inline Tensor<0> cross_entropy(const Tensor<2>& logits, const Tensor<1>& targets
 // mean((a - b)^2) over every element (torch.nn.functional.mse_loss).
 template <std::size_t D>
 Tensor<0> mse_loss(const Tensor<D>& a, const Tensor<D>& b) {
-  const auto d = a - b;
+  const auto d = Tensor<D>(detail::autocast_f32(a.handle("mse_loss"))) -
+                 Tensor<D>(detail::autocast_f32(b.handle("mse_loss")));
   return (d * d).mean();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kiln/optim/adamw.hpp"
+#include "kiln/optim/grad_scaler.hpp"
 #include "kiln/optim/optimizer.hpp"
 #include "kiln/optim/schedule.hpp"
 #include "kiln/optim/sgd.hpp"

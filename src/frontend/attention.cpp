@@ -1,7 +1,10 @@
 // kiln::scaled_dot_product_attention by composition: the [B, H] pairs fold into one batch dim so
 // that the rank-3 batched matmul serves, the causal mask is a triu of a bool [Tq, Tk] broadcast
 // over the batch, and softmax runs over the keys. Every step is a recorded op, so backward comes
-// from autodiff; a fused kernel will replace this body behind the same signature.
+// from autodiff; a fused kernel will replace this body behind the same signature. Under an
+// autocast guard (kiln/autocast.hpp) it is on the lower-precision list: q, k and v are cast to the
+// guard's dtype on entry, the products run in it, softmax (on the f32 list) in f32, and the
+// result has the guard's dtype.
 #include "kiln/attention.hpp"
 
 #include <fmt/format.h>
@@ -10,6 +13,7 @@
 #include <limits>
 #include <string>
 
+#include "kiln/autocast.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -41,8 +45,13 @@ Tensor<3> fold(const Tensor<4>& t) {
 
 }  // namespace
 
-Tensor<4> scaled_dot_product_attention(const Tensor<4>& q, const Tensor<4>& k, const Tensor<4>& v,
-                                       bool causal, std::optional<double> scale) {
+Tensor<4> scaled_dot_product_attention(const Tensor<4>& q_in, const Tensor<4>& k_in,
+                                       const Tensor<4>& v_in, bool causal,
+                                       std::optional<double> scale) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  const Tensor<4> q(detail::autocast_lower(q_in.handle(op)));
+  const Tensor<4> k(detail::autocast_lower(k_in.handle(op))),
+      v(detail::autocast_lower(v_in.handle(op)));
   check(q, k, v);
   const auto qs = q.shape();
   const std::int64_t tk = k.size(2);

@@ -132,7 +132,18 @@ Handle checkpoint(const std::function<Handle(const std::vector<Handle>&)>& regio
     }
   }
   if (!is_floating(out->dtype)) return out;
-  autodiff::record_checkpoint(region, inputs, *out,
+  // Backward runs the region again, maybe after the autocast guard forward ran under is gone: it
+  // runs under the state forward saw, as PyTorch's checkpoint does, so it recomputes the same
+  // values in the same dtypes.
+  auto replay = [region, cast_to = autocast_dtype()](const std::vector<Handle>& in) {
+    struct Restore {
+      std::optional<DType> outer = autocast_dtype();
+      ~Restore() { set_autocast_dtype(outer); }
+    } restore;
+    set_autocast_dtype(cast_to);
+    return region(in);
+  };
+  autodiff::record_checkpoint(replay, inputs, *out,
                               [](Device d) -> Backend& { return backend(d); });
   return out;
 }

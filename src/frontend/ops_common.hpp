@@ -7,6 +7,7 @@
 
 #include "backend/backend.hpp"
 #include "core/tensor_impl.hpp"
+#include "kiln/autocast.hpp"
 #include "kiln/detail/ops.hpp"
 
 namespace kiln::detail {
@@ -47,6 +48,11 @@ std::vector<Handle> run_elementwise(const char* op, const ir::Program& program,
                                     const Dims& shape, Device device);
 Handle run_elementwise1(const char* op, const ir::Program& program, std::span<const Handle> inputs,
                         std::span<const double> scalars, const Dims& shape, Device device);
+
+// Whether an element-wise op is on autocast's f32 list (src/frontend/autocast.cpp): under an
+// autocast guard its half operands are cast to f32 first.
+bool autocast_to_f32(Unary op);
+bool autocast_to_f32(Binary op);
 
 // One Backend::rows call over x's last dim (src/frontend/ops_norm.cpp): x is f32, bf16 or f16 and
 // has been checked; weight and bias may be null. A contiguous copy of x is made first where x is

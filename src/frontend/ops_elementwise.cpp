@@ -131,12 +131,15 @@ const ir::Program& binary_scalar_program(Binary op, DType tensor, DType scalar, 
 
 }  // namespace
 
-Handle unary(Unary op, const Handle& x) {
+Handle unary(Unary op, const Handle& x_in) {
+  const Handle x = autocast_to_f32(op) ? autocast_f32(x_in) : x_in;
   return run_elementwise1(ir::op_name(ir_op(op)), unary_program(op, x->dtype),
                           std::span<const Handle>(&x, 1), {}, x->shape, x->device);
 }
 
-Handle binary(Binary op, const Handle& a, const Handle& b) {
+Handle binary(Binary op, const Handle& a_in, const Handle& b_in) {
+  const bool up = autocast_to_f32(op);
+  const Handle a = up ? autocast_f32(a_in) : a_in, b = up ? autocast_f32(b_in) : b_in;
   Device d = common_device(name(op), {&a, &b});
   Dims shape = broadcast_shapes(name(op), a->shape, b->shape);
   Handle inputs[] = {a, b};
@@ -146,7 +149,8 @@ Handle binary(Binary op, const Handle& a, const Handle& b) {
 namespace {
 
 // t op s (scalar_first: s op t), the scalar a parameter of the program.
-Handle binary_scalar(Binary op, const Handle& t, Scalar s, bool scalar_first) {
+Handle binary_scalar(Binary op, const Handle& t_in, Scalar s, bool scalar_first) {
+  const Handle t = autocast_to_f32(op) ? autocast_f32(t_in) : t_in;
   DType st = scalar_dtype(s, t->dtype);
   double v = checked_scalar(name(op), s, st);
   return run_elementwise1(name(op), binary_scalar_program(op, t->dtype, st, scalar_first),
@@ -160,7 +164,8 @@ Handle binary(Binary op, const Handle& a, Scalar b) { return binary_scalar(op, a
 
 Handle binary(Binary op, Scalar a, const Handle& b) { return binary_scalar(op, b, a, true); }
 
-Handle pow(const Handle& x, double exponent) {
+Handle pow(const Handle& x_in, double exponent) {
+  const Handle x = autocast_f32(x_in);  // pow is on autocast's f32 list
   const DType t = is_floating(x->dtype) ? x->dtype : DType::f32;
   ir::Program p;
   std::int32_t in = p.cast(p.input(x->dtype), t);

@@ -22,8 +22,12 @@ TensorImpl as_batched(const TensorImpl& x, std::int64_t batch) {
 
 }  // namespace
 
-Handle matmul(const Handle& a, const Handle& b) {
-  Device d = common_device("matmul", {&a, &b});
+// On autocast's lower-precision list: under a guard, floating operands are cast to its dtype
+// first (element-wise casts, which fuse into their producers and which autodiff differentiates
+// back to the operands' dtypes), and the product is of that dtype.
+Handle matmul(const Handle& a_in, const Handle& b_in) {
+  Device d = common_device("matmul", {&a_in, &b_in});
+  const Handle a = autocast_lower(a_in), b = autocast_lower(b_in);
   Backend& be = backend_of(d);
   if (a->dtype != b->dtype) {
     throw DTypeError(

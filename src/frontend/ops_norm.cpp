@@ -72,14 +72,22 @@ NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Ha
   return r;
 }
 
-NormResult layer_norm(const Handle& x, const Handle& weight, const Handle& bias, double eps) {
+// The norms are on autocast's f32 list: under a guard x, weight and bias are cast up to f32 when
+// half, so the statistics, the result and weight's gradient are f32.
+NormResult layer_norm(const Handle& x_in, const Handle& weight_in, const Handle& bias_in,
+                      double eps) {
+  const Handle x = autocast_f32(x_in);
+  const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
+  const Handle bias = bias_in ? autocast_f32(bias_in) : bias_in;
   check_input("layer_norm", x, eps);
   check_affine("layer_norm", "weight", weight, x);
   check_affine("layer_norm", "bias", bias, x);
   return run_rows(RowOp::layer_norm, x, weight, bias, eps);
 }
 
-NormResult rms_norm(const Handle& x, const Handle& weight, double eps) {
+NormResult rms_norm(const Handle& x_in, const Handle& weight_in, double eps) {
+  const Handle x = autocast_f32(x_in);
+  const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
   check_input("rms_norm", x, eps);
   check_affine("rms_norm", "weight", weight, x);
   return run_rows(RowOp::rms_norm, x, weight, Handle{}, eps);

@@ -87,7 +87,9 @@ ValuesIndices topk(const Handle& x, std::int64_t k, int dim, bool largest) {
   return run(OrderOp::topk, x, dim, p);
 }
 
-Handle cumsum(const Handle& x, int dim) {
+// On autocast's f32 list, as PyTorch's: a running sum in half precision loses its small terms.
+Handle cumsum(const Handle& x_in, int dim) {
+  const Handle x = autocast_f32(x_in);
   check_supported("cumsum", x);
   return run(OrderOp::cumsum, x, dim, {}).values;
 }

@@ -30,10 +30,16 @@ Handle reduce_keep(Reduction op, const Handle& x, int dim) {
   return out;
 }
 
+// sum and mean are on autocast's f32 list (PyTorch's has sum; mean joins it here so that a loss
+// written as a mean comes out f32 too); max, min and the arg- ones select, so they keep x's dtype.
+Handle autocast_sum(Reduction op, const Handle& x) {
+  return op == Reduction::sum || op == Reduction::mean ? autocast_f32(x) : x;
+}
+
 }  // namespace
 
 Handle reduce(Reduction op, const Handle& x, int dim, bool keepdim) {
-  Handle out = reduce_keep(op, x, dim);
+  Handle out = reduce_keep(op, autocast_sum(op, x), dim);
   if (keepdim) return out;
   Dims shape = out->shape, strides = out->strides;
   shape.erase(shape.begin() + dim);
@@ -42,7 +48,7 @@ Handle reduce(Reduction op, const Handle& x, int dim, bool keepdim) {
 }
 
 Handle reduce_all(Reduction op, const Handle& x) {
-  Handle out = reduce_keep(op, x, -1);
+  Handle out = reduce_keep(op, autocast_sum(op, x), -1);
   return view(*out, {}, {}, out->offset);
 }
 
@@ -73,7 +79,9 @@ Handle softmax_f32(const Handle& x, int dim, bool log) {
 // Computed in f32 whatever x's dtype (as PyTorch); a half-type result is rounded once, at the end.
 // Over the last dim: the row kernel (an integer x is cast to f32 first). Over another dim:
 // composed.
-Handle softmax(const Handle& x, int dim, bool log) {
+// On autocast's f32 list: under a guard a half x is cast up first, so the result is f32.
+Handle softmax(const Handle& x_in, int dim, bool log) {
+  const Handle x = autocast_f32(x_in);
   if (dim == x->rank() - 1) {
     const Handle xf = is_floating(x->dtype) ? x : cast(x, DType::f32);
     return run_rows(log ? RowOp::log_softmax : RowOp::softmax, xf, Handle{}, Handle{}, 0.0).y;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <set>
 
 #include "kiln/autograd.hpp"
@@ -54,23 +55,33 @@ void Optimizer::step() {
     for (const auto& p : g.params) {
       auto grad = detail::grad(p.handle());
       if (!grad) continue;
-      if (clip_coef_) {
-        const DType dtype = detail::dtype(grad);
-        grad = detail::binary(detail::Binary::mul, grad, clip_coef_->handle());
-        if (detail::dtype(grad) != dtype) grad = detail::cast(grad, dtype);
-      }
+      const DType dtype = detail::dtype(grad);
+      if (grad_factor_ != 1.0)
+        grad = detail::binary(detail::Binary::mul, grad, detail::Scalar{grad_factor_, false});
+      if (clip_coef_) grad = detail::binary(detail::Binary::mul, grad, clip_coef_->handle());
+      if (detail::dtype(grad) != dtype) grad = detail::cast(grad, dtype);
       auto& state = state_[p.slot().get()];
       ++state.step;
       p.assign(update(g, state, p.handle(), grad));
     }
   }
   clip_coef_.reset();
+  grad_factor_ = 1.0;
   ++steps_;
 }
 
 void Optimizer::zero_grad() {
   for (const auto& g : groups_)
     for (const auto& p : g.params) p.zero_grad();
+  // Both belong to the gradients just cleared (a step GradScaler skipped leaves them behind).
+  clip_coef_.reset();
+  grad_factor_ = 1.0;
+}
+
+void Optimizer::scale_grads(double factor) {
+  if (!(factor > 0.0 && std::isfinite(factor)))
+    throw ValueError(fmt::format("scale_grads: factor must be finite and > 0, got {}", factor));
+  grad_factor_ *= factor;
 }
 
 Tensor<0> Optimizer::clip_grad_norm(double max_norm) {
@@ -78,8 +89,8 @@ Tensor<0> Optimizer::clip_grad_norm(double max_norm) {
     throw ValueError(fmt::format("clip_grad_norm: max_norm must be > 0, got {}", max_norm));
   std::vector<nn::AnyParameter> all;
   for (const auto& g : groups_) all.insert(all.end(), g.params.begin(), g.params.end());
-  const auto norm = grad_norm(all);
   NoGradGuard no_grad;
+  const auto norm = grad_norm(all) * static_cast<float>(grad_factor_);
   clip_coef_ = minimum(static_cast<float>(max_norm) / (norm + 1e-6f), 1.0f);
   return norm;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -257,10 +258,17 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
 
   // Modes that change results, not speed alone (kiln/config.hpp).
   fmt::print("\nmodes:\n");
+  // Autocast is a guard a program holds per thread (kiln/autocast.hpp): doctor's own thread has
+  // none, so the row names the switch and says where a training program's state shows.
+  const std::optional<DType> autocast = autocast_dtype();
   print_table(
       {{"deterministic", deterministic() ? "on: scatter_add and index_add sum in index order"
                                          : "off: CUDA sums with atomics (the CPU is "
-                                           "deterministic always; KILN_DETERMINISTIC=1)"}},
+                                           "deterministic always; KILN_DETERMINISTIC=1)"},
+       {"float32_matmul_precision", precision_name(float32_matmul_precision())},
+       {"autocast", autocast ? fmt::format("{} on this thread", dtype_name(*autocast))
+                             : "off on this thread (a kiln::Autocast guard sets it per thread; "
+                               "a training program prints its own)"}},
       "  ");
 
   fmt::print("\ncpu:\n");

@@ -1,8 +1,11 @@
 // kiln::nn::Linear: y = x W^T + b, as torch.nn.Linear (weight [out, in], bias [out]).
 // Initialised as PyTorch's: weight and bias uniform in [-1/sqrt(in), 1/sqrt(in)). A matmul and
-// a broadcast add for now; a fused bias epilogue can replace forward's body later.
+// a broadcast add for now; a fused bias epilogue can replace forward's body later. Under an
+// autocast guard (kiln/autocast.hpp) the matmul runs in the guard's dtype and the bias is cast to
+// it as well, so the output has that dtype, as torch.nn.Linear's under torch.autocast.
 #pragma once
 
+#include "kiln/autocast.hpp"
 #include "kiln/nn/module.hpp"
 
 namespace kiln::nn {
@@ -33,7 +36,7 @@ class Linear : public Module {
       s[D - 1] = out_;
       y = flat.template reshape<D>(s);
     }
-    if (bias.defined()) y = y + bias.tensor();
+    if (bias.defined()) y = y + Tensor<1>(detail::autocast_lower(bias.tensor().handle("Linear")));
     return y;
   }
   template <std::size_t D>

@@ -39,15 +39,21 @@ class Optimizer {
   virtual ~Optimizer() = default;
 
   // Updates every parameter that has a gradient (those without one are left alone, as torch's),
-  // scaled by the coefficient of a clip_grad_norm since the last step.
+  // scaled by scale_grads' factor and the coefficient of a clip_grad_norm since the last step.
   void step();
   // Clears the gradients of every parameter (set_to_none: grad() is empty until the next
-  // backward).
+  // backward), and with them a pending scale_grads factor and clipping coefficient.
   void zero_grad();
-  // As torch.nn.utils.clip_grad_norm_: the global norm of the gradients (returned, before
-  // clipping), and the next step() scales them by min(1, max_norm / (norm + 1e-6)). The
-  // coefficient stays a device tensor: no host sync.
+  // As torch.nn.utils.clip_grad_norm_: the global norm of the gradients as step() will read them
+  // (times a scale_grads factor; returned, before clipping), and the next step() scales them by
+  // min(1, max_norm / (norm + 1e-6)). The coefficient stays a device tensor: no host sync.
   Tensor<0> clip_grad_norm(double max_norm);
+  // The gradients of this backward are `factor` times what they should be: step() and
+  // clip_grad_norm() read them multiplied by it (factors multiply) until step() or zero_grad().
+  // GradScaler's unscale: kiln's gradients are values, so the factor travels with the optimizer
+  // instead of rewriting grad(), which is left as it is. ValueError unless factor is finite and
+  // > 0.
+  void scale_grads(double factor);
 
   // Sets every group's learning rate (a schedule calls this before each step).
   void set_lr(double lr);
@@ -72,6 +78,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::map<const nn::ParameterSlot*, State> state_;
   std::optional<Tensor<0>> clip_coef_;
+  double grad_factor_ = 1.0;  // scale_grads' since the last step or zero_grad
   std::int64_t steps_ = 0;
 };
 

@@ -10,6 +10,10 @@
 //
 //   kiln_gpt2_train [--device cuda|cpu] [--batch 16] [--seq 1024] [--layers 12] [--heads 12]
 //                   [--embd 768] [--vocab 50304] [--steps 10] [--precision highest|high|medium]
+//                   [--autocast off|bf16|f16]
+//
+// --autocast runs the steps under kiln::Autocast (f32 master weights), as PyTorch's
+// torch.autocast; f16 without a loss scaler (the timing is the same).
 //
 // bench/peers/gpt2_torch.py is the same step in PyTorch (eager and torch.compile).
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <kiln/kiln.hpp>
 #include <kiln/nn/gpt2.hpp>
 #include <kiln/optim.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,13 +37,14 @@ struct Options {
   std::int64_t layers = 12, heads = 12, embd = 768;
   int steps = 10;
   kiln::Precision precision = kiln::Precision::high;
+  std::optional<kiln::DType> autocast;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "kiln_gpt2_train: %s\nusage: kiln_gpt2_train [--device cuda|cpu] [--batch N] "
                "[--seq N] [--layers N] [--heads N] [--embd N] [--vocab N] [--steps N] "
-               "[--precision highest|high|medium]\n",
+               "[--precision highest|high|medium] [--autocast off|bf16|f16]\n",
                why.c_str());
   std::exit(2);
 }
@@ -71,6 +77,15 @@ Options parse(int argc, char** argv) {
         o.precision = kiln::Precision::medium;
       else
         usage("--precision is highest, high or medium");
+    } else if (a == "--autocast") {
+      if (v == "off")
+        o.autocast.reset();
+      else if (v == "bf16")
+        o.autocast = kiln::DType::bf16;
+      else if (v == "f16")
+        o.autocast = kiln::DType::f16;
+      else
+        usage("--autocast is off, bf16 or f16");
     } else if (a == "--batch") {
       o.batch = positive(a, v);
     } else if (a == "--seq") {
@@ -101,6 +116,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   kiln::set_float32_matmul_precision(o.precision);
+  const kiln::Autocast autocast(o.autocast);
   const auto start = std::chrono::steady_clock::now();
   kiln::nn::manual_seed(1337);
   kiln::nn::GPT2Config config;
@@ -131,12 +147,12 @@ int main(int argc, char** argv) {
   };
   std::printf(
       "name = %s, GPT-2 %lld layers, %lld heads, %lld wide, vocab %lld, %lld parameters; "
-      "batch %lld x %lld tokens, AdamW, f32 matmul precision %s\n",
+      "batch %lld x %lld tokens, AdamW, f32 matmul precision %s, autocast %s\n",
       o.device.backend_name().c_str(), static_cast<long long>(o.layers),
       static_cast<long long>(o.heads), static_cast<long long>(o.embd),
       static_cast<long long>(o.vocab), static_cast<long long>(params),
       static_cast<long long>(o.batch), static_cast<long long>(o.seq),
-      kiln::precision_name(o.precision));
+      kiln::precision_name(o.precision), o.autocast ? kiln::dtype_name(*o.autocast) : "off");
   kiln::reset_peak_buffers();
   const double made = seconds_since(start);
   const auto t0 = std::chrono::steady_clock::now();

@@ -347,7 +347,10 @@ void run_bench(const BenchOptions& options) {
     const bool cuda = device.kind() == Device::Kind::cuda;
     if (options.train) {
       report(run_mlp_step(device, options.runs));
-      if (cuda) report(run_gpt2_step(device, options.runs));
+      if (cuda) {
+        report(run_gpt2_step(device, options.runs, std::nullopt));
+        report(run_gpt2_step(device, options.runs, DType::bf16));
+      }
       results.push_back(std::move(r));
       continue;
     }

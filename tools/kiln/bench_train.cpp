@@ -61,10 +61,11 @@ WorkloadResult run_mlp_step(const Device& device, int runs) {
   return w;
 }
 
-WorkloadResult run_gpt2_step(const Device& device, int runs) {
+WorkloadResult run_gpt2_step(const Device& device, int runs, std::optional<DType> autocast) {
   constexpr std::int64_t kBatch = 16, kSeq = 1024;
   const Precision saved = float32_matmul_precision();
   set_float32_matmul_precision(Precision::high);
+  const Autocast guard(autocast);
   nn::manual_seed(1337);
   nn::GPT2 model{nn::GPT2Config{}};
   model.to(device);
@@ -82,7 +83,8 @@ WorkloadResult run_gpt2_step(const Device& device, int runs) {
     opt.zero_grad();
     return loss;
   };
-  WorkloadResult w{"gpt2 step", "high", kBatch, kSeq, {}, DType::f32, {}};
+  WorkloadResult w{"gpt2 step", autocast ? "" : "high",        kBatch, kSeq,
+                   {},          autocast.value_or(DType::f32), {}};
   w.timing = measure_step("gpt2 step", device, std::min(runs, 20), step, w.step.peak_bytes);
   set_float32_matmul_precision(saved);
   // nanoGPT's estimate_mfu: 6 N + 12 L C T flops per token, N without the position embedding.

@@ -96,9 +96,10 @@ int main(int argc, char** argv) {
   CLI::Option* new_shape_opt =
       bench_cmd->add_flag("--new-shape", bench.new_shape)->group("")->needs(one_process_opt);
   bench_cmd
-      ->add_flag("--train", bench.train,
-                 "Time training steps instead: an MLP step (every device) and a GPT-2 small step "
-                 "(B=16, T=1024, TF32, AdamW; CUDA), with tokens/s, MFU and peak memory")
+      ->add_flag(
+          "--train", bench.train,
+          "Time training steps instead: an MLP step (every device) and a GPT-2 small step "
+          "(B=16, T=1024, AdamW; TF32 and bf16 autocast; CUDA), with tokens/s, MFU and peak memory")
       ->excludes(new_shape_opt);
   bool compare_flag = false;
   CLI::Option* compare_opt = bench_cmd->add_flag(

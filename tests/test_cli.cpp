@@ -528,6 +528,26 @@ TEST_F(CliTest, BenchInOneProcessPrintsNoHeaders) {
   EXPECT_EQ(occurrences(r.out, "name = "), 1u) << r;
 }
 
+// --train: the MLP step on the CPU, timed as the seed's workloads, with its peak memory; the
+// GPT-2 rows are CUDA's only.
+TEST_F(CliTest, BenchTrainTimesTheMlpStep) {
+  const Outcome r =
+      kiln({"bench", "--train", "--device", "cpu", "--runs", "2", "--processes", "1"});
+  ASSERT_EQ(r.status, 0) << r;
+  EXPECT_TRUE(has(r.out, "mlp step 128x784 f32: first ")) << r;
+  EXPECT_TRUE(has(r.out, "(peak memory ")) << r;
+  EXPECT_FALSE(has(r.out, "chain8")) << r;
+  EXPECT_FALSE(has(r.out, "gpt2 step")) << r;
+  const Outcome json =
+      kiln({"bench", "--train", "--device", "cpu", "--runs", "2", "--processes", "1", "--json"});
+  ASSERT_EQ(json.status, 0) << json;
+  EXPECT_TRUE(has(json.out, "\"name\": \"mlp step\"")) << json;
+  EXPECT_TRUE(has(json.out, "\"peak_bytes\": ")) << json;
+  const Outcome bad = kiln({"bench", "--train", "--one-process", "--new-shape"});
+  EXPECT_NE(bad.status, 0) << bad;
+  EXPECT_TRUE(has(bad.err, "excludes")) << bad;
+}
+
 TEST_F(CliTest, BenchPassesOnAFailingProcesssStatus) {
   if (cuda_present()) GTEST_SKIP() << "needs a machine without a CUDA device";
   const Outcome r = kiln({"bench", "--device", "cuda", "--runs", "1"});

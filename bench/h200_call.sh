@@ -14,8 +14,8 @@
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
-# (the MLP step beside PyTorch), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln bench --train),
-# quick (the
+# (the MLP step beside PyTorch), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
+# bench --train), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
 t() {
@@ -111,6 +111,19 @@ for section in "$@"; do
     t timeout 60 .device/run kiln_mlp_step --device cuda
     KILN_FUSION=0 t timeout 60 .device/run kiln_mlp_step --device cuda
     t timeout 200 python3 .device/peers/torch_mlp_step.py --device cuda
+    ;;
+  parity)
+    # Issue 21: GPT-2 small from PyTorch-initialised weights, 10 steps in strict f32, losses
+    # against PyTorch's within 1e-4.
+    t timeout 120 python3 .device/peers/gpt2_parity.py "$OUT/parity" --steps 10 &&
+      t timeout 120 .device/run kiln_gpt2_parity "$OUT/parity"
+    rm -f "$OUT"/parity/*.safetensors
+    ;;
+  example)
+    # examples/gpt on CUDA, CI's size (when a build of it is bundled as .device/bin/gpt, and the
+    # text as .device/peers/GPL-3).
+    [ -x .device/bin/gpt ] && t timeout 120 .device/run gpt --device cuda --steps 600 \
+      --max-val-loss 2.5 --log-every 200 --text .device/peers/GPL-3
     ;;
   benchtrain)
     t timeout 200 .device/run kiln bench --train --device cuda --runs 10

@@ -60,9 +60,18 @@ class RowsNode final : public Node {
  public:
   RowsNode(RowOp op, const TensorImpl& x, const detail::RowParams& p, const TensorImpl& y,
            const detail::RowStats& stats, bool want_x, bool want_w, bool want_b)
-      : op_(op), y_(y), want_x_(want_x), want_w_(want_w), want_b_(want_b) {
-    saved_ = {keep(x), nullptr, nullptr, nullptr, nullptr};  // x, (y: y_), weight, mean, rstd
+      : op_(op),
+        y_(y),
+        x_shape_(x.shape),
+        x_dtype_(x.dtype),
+        want_x_(want_x),
+        want_w_(want_w),
+        want_b_(want_b) {
+    // x, (y: y_), weight, mean, rstd. softmax's and log_softmax's gradients read y alone: x (the
+    // logits of a cross-entropy, attention's scores) is not kept for them.
+    saved_ = {nullptr, nullptr, nullptr, nullptr, nullptr};
     if (detail::row_op_normalises(op)) {
+      saved_[0] = keep(x);
       if (!stats.rstd || (op == RowOp::layer_norm && !stats.mean))
         throw InternalError(fmt::format("autodiff: {} recorded without its row statistics",
                                         detail::row_op_name(op)));
@@ -79,9 +88,8 @@ class RowsNode final : public Node {
   bool reads_outputs() const override { return op_ == RowOp::softmax || op_ == RowOp::log_softmax; }
 
   std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
-    const TensorImpl& x = *saved_[0];
     const TensorImpl& g = *grads[0];
-    const Dims& shape = x.shape;
+    const Dims& shape = x_shape_;
     const int last = static_cast<int>(shape.size()) - 1;
     std::vector<Handle> out;
     if (op_ == RowOp::softmax || op_ == RowOp::log_softmax) {
@@ -100,12 +108,13 @@ class RowsNode final : public Node {
       const auto dx =
           log ? p2.binary(ir::Op::sub, gv, p2.binary(ir::Op::mul, p2.unary(ir::Op::exp, yv), sv))
               : p2.binary(ir::Op::mul, yv, p2.binary(ir::Op::sub, gv, sv));
-      p2.output(p2.cast(dx, x.dtype));
+      p2.output(p2.cast(dx, x_dtype_));
       const TensorImpl* in2[] = {&g, &y, &sb};
       out.push_back(run(be, p2, in2, {}, shape)[0]);
       return out;
     }
     // The norms. xhat and dxhat (f32), then the two row means, then dx.
+    const TensorImpl& x = *saved_[0];
     const bool layer = op_ == RowOp::layer_norm;
     const TensorImpl rstd = per_row(*saved_[4], shape);
     const TensorImpl mean = layer ? per_row(*saved_[3], shape) : TensorImpl{};
@@ -158,6 +167,8 @@ class RowsNode final : public Node {
  private:
   RowOp op_;
   WeakOutput y_;
+  Dims x_shape_;
+  DType x_dtype_;
   bool want_x_, want_w_, want_b_;
 };
 

@@ -17,6 +17,7 @@
 #include "kiln/nn/gpt2.hpp"
 #include "kiln/optim.hpp"
 #include "test_support.hpp"
+#include "tiny_gpt2.hpp"
 
 namespace {
 
@@ -363,16 +364,9 @@ TEST(Autocast, StateIsPerThread) {
 // AdamW steps, f32 parameters and gradients throughout.
 TEST_P(AutocastTest, Gpt2TrainsUnderAutocast) {
   nn::manual_seed(seed());
-  nn::GPT2 model({.block_size = 16, .vocab_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 32});
+  nn::GPT2 model(kiln_test::kTinyGpt2);
   model.to(dev());
-  std::vector<std::int32_t> x, y;
-  for (int b = 0; b < 4; ++b)
-    for (int t = 0; t < 16; ++t) {
-      x.push_back((b * 7 + t * 3) % 64);
-      y.push_back((b * 7 + (t + 1) * 3) % 64);
-    }
-  const auto ids = Tensor<2>::from_data(x, {4, 16}, dev()),
-             targets = Tensor<2>::from_data(y, {4, 16}, dev());
+  const auto [ids, targets] = kiln_test::tiny_gpt2_batch(7, 3, dev());
   kiln::optim::AdamW opt(kiln::optim::decay_groups(model, 0.1), {.lr = 1e-2});
   float first = 0, last = 0;
   for (int step = 0; step < 15; ++step) {

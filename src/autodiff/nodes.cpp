@@ -1,7 +1,12 @@
 // Backward of each recorded backend call.
 #include "autodiff/nodes.hpp"
 
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "autodiff/recipe.hpp"
 #include "autodiff/tensor_ops.hpp"
@@ -18,9 +23,40 @@ bool same_view(const View& a, const View& b) {
          a.strides == b.strides && a.offset == b.offset;
 }
 
-// An element-wise call. An input that an element-wise call of the same shape wrote (with this
-// view, in f32) is not kept: its writer's Recipe is (autodiff/recipe.hpp), and backward computes
-// the input inside the gradient program.
+// Which inputs the gradient of `program` reads with every output seeded (a superset of what any
+// backward of it reads), for the inputs `wanted`. Cached per thread: a training loop records the
+// same few programs every step.
+std::vector<bool> gradient_reads(const ir::Program& program, std::span<const bool> wanted) {
+  struct Entry {
+    ir::Program program;
+    std::vector<bool> wanted, reads;
+  };
+  thread_local std::unordered_map<std::uint64_t, std::vector<Entry>> cache;
+  std::uint64_t key = program.structure_hash();
+  for (bool w : wanted) key = key * 31 + (w ? 2 : 1);
+  std::vector<Entry>& bucket = cache[key];
+  for (const Entry& e : bucket)
+    if (e.program == program &&
+        std::equal(wanted.begin(), wanted.end(), e.wanted.begin(), e.wanted.end()))
+      return e.reads;
+  if (cache.size() > 4096) {  // programs a loop does not repeat: start over rather than grow
+    cache.clear();
+    return gradient_reads(program, wanted);
+  }
+  const std::unique_ptr<bool[]> seeded(new bool[program.outputs.size()]);
+  std::fill_n(seeded.get(), program.outputs.size(), true);
+  const ir::Gradient g = ir::gradient(program, {seeded.get(), program.outputs.size()}, wanted);
+  std::vector<bool> reads = inputs_read(g.program);
+  reads.resize(program.inputs.size());  // (the upstream gradients follow the forward inputs)
+  bucket.push_back({program, std::vector<bool>(wanted.begin(), wanted.end()), reads});
+  return reads;
+}
+
+// An element-wise call. An input its gradient reads is kept, unless an element-wise call of the
+// same shape wrote it (with this view, in f32): then its writer's Recipe is kept instead
+// (autodiff/recipe.hpp), and backward computes the input inside the gradient program. An input
+// the gradient does not read (the raw scores that attention scales, say) is held weakly, for a
+// reader's recipe while it lives, so that it is freed when the forward pass lets go of it.
 class ElementwiseNode final : public Node {
  public:
   ElementwiseNode(const ir::Program& p, std::span<const TensorImpl* const> in,
@@ -29,13 +65,27 @@ class ElementwiseNode final : public Node {
         scalars_(scalars.begin(), scalars.end()),
         wanted_(wanted.size()),
         via_(in.size()),
+        unread_(in.size()),
         shape_(in[0]->shape) {
     saved_.resize(in.size());
+    const std::vector<bool> reads = gradient_reads(p, wanted);
     for (std::size_t i = 0; i < in.size(); ++i) {
       wanted_[i] = wanted[i];
       if (wanted[i]) edges.push_back(edge_to(*in[i]));
-      via_[i] = writers_recipe(*in[i]);
-      if (!via_[i]) saved_[i] = keep(*in[i]);
+      if (reads[i]) {
+        via_[i] = writers_recipe(*in[i]);
+        if (!via_[i]) saved_[i] = keep(*in[i]);
+      } else {
+        via_[i] = std::make_shared<const Recipe>(placeholder(in[i]->dtype));
+        Unread& u = unread_[i].emplace();
+        if (auto [writer, o] = writer_of(*in[i]); writer) {
+          u.writer = writer;
+          u.output = o;
+        }
+        u.view = *in[i];
+        u.buffer = in[i]->buffer;
+        u.view.buffer = nullptr;
+      }
     }
   }
   // The recipes' tensors go to saved_, so that ~Node frees a long chain behind them iteratively.
@@ -60,7 +110,7 @@ class ElementwiseNode final : public Node {
       if (h) in.push_back(h);
     std::vector<double> scalars = scalars_;
     scalars.insert(scalars.end(), g.constants.begin(), g.constants.end());
-    const ir::Program program = with_recipes(g.program, in, scalars);
+    const ir::Program program = with_recipes(g.program, in, scalars, via_);
     std::vector<const TensorImpl*> ptrs;
     for (const Handle& h : in) ptrs.push_back(h.get());
     return run(be, program, ptrs, scalars, shape_);
@@ -68,17 +118,32 @@ class ElementwiseNode final : public Node {
   bool release() override {
     recipes_.clear();
     via_.assign(via_.size(), nullptr);
+    unread_.assign(unread_.size(), std::nullopt);
     return std::exchange(saved_, {}).size() > 0;
   }
 
-  // Output o's value over kept tensors; null where it would be too long or is gone.
+  // Output o's value over kept tensors; null where it would be too long or is gone (an input it
+  // needs that the gradient does not read, freed since, and made by no live element-wise node).
   std::shared_ptr<const Recipe> recipe(std::size_t o) {
     if (released || saved_.empty()) return nullptr;
     if (recipes_.size() <= o) recipes_.resize(o + 1);
     if (!recipes_[o]) {
+      // Resolving an unread input asks its writer, and so on back along a chain: each step adds
+      // a node, so past kMaxRecipeNodes steps the recipe would be refused anyway (and a long
+      // chain must not exhaust the stack).
+      thread_local std::size_t depth = 0;
+      if (depth > kMaxRecipeNodes) return nullptr;
+      ++depth;
+      struct Leave {
+        ~Leave() { --depth; }
+      } leave;
       std::vector<Handle> in = saved_;
+      std::vector<std::shared_ptr<const Recipe>> via = via_;
+      const std::vector<bool> needs = inputs_read(program_, o);
+      for (std::size_t i = 0; i < unread_.size(); ++i)
+        if (unread_[i] && needs[i] && !resolve(*unread_[i], in[i], via[i])) return nullptr;
       std::vector<double> scalars = scalars_;
-      const ir::Program p = with_recipes(program_, in, scalars);
+      const ir::Program p = with_recipes(program_, in, scalars, via);
       auto r = std::make_shared<Recipe>(extract(p, o, in, scalars));
       if (r->program.nodes.size() > kMaxRecipeNodes) return nullptr;
       recipes_[o] = std::move(r);
@@ -87,31 +152,63 @@ class ElementwiseNode final : public Node {
   }
 
  private:
-  // The recipe of t's writer, where t is an f32 output of one element-wise call, as it wrote it.
-  static std::shared_ptr<const Recipe> writers_recipe(const TensorImpl& t) {
-    if (t.dtype != DType::f32 || !t.buffer || !t.buffer->autograd) return nullptr;
+  // An input the gradient does not read: its writer (when an element-wise node of this shape
+  // wrote it), else its memory, both weakly.
+  struct Unread {
+    std::weak_ptr<Node> writer;
+    std::size_t output = 0;
+    TensorImpl view;  // without its buffer
+    std::weak_ptr<detail::Buffer> buffer;
+  };
+
+  // t's writer and output, where t is an f32 output of one element-wise call, as it wrote it.
+  static std::pair<std::shared_ptr<ElementwiseNode>, std::size_t> writer_of(const TensorImpl& t) {
+    if (t.dtype != DType::f32 || !t.buffer || !t.buffer->autograd) return {};
     const Meta& m = *t.buffer->autograd;
-    if (m.writers.size() != 1) return nullptr;
-    auto* writer = dynamic_cast<ElementwiseNode*>(m.writers[0].get());
-    if (!writer) return nullptr;
+    if (m.writers.size() != 1) return {};
+    auto writer = std::dynamic_pointer_cast<ElementwiseNode>(m.writers[0]);
+    if (!writer) return {};
     for (std::size_t o = 0; o < writer->outputs.size(); ++o) {
       if (writer->outputs[o].meta.lock().get() == &m &&
           same_view(writer->outputs[o].view, View::of(t)))
-        return writer->recipe(o);
+        return {writer, o};
     }
-    return nullptr;
+    return {};
+  }
+  static std::shared_ptr<const Recipe> writers_recipe(const TensorImpl& t) {
+    auto [writer, o] = writer_of(t);
+    return writer ? writer->recipe(o) : nullptr;
+  }
+  // The value of an unread input for a recipe: its writer's recipe, else its memory.
+  static bool resolve(const Unread& u, Handle& in, std::shared_ptr<const Recipe>& via) {
+    if (auto w = u.writer.lock()) {
+      if (auto r = static_cast<ElementwiseNode&>(*w).recipe(u.output)) {
+        via = std::move(r);
+        return true;
+      }
+    }
+    if (auto b = u.buffer.lock()) {
+      TensorImpl t = u.view;
+      t.buffer = std::move(b);
+      in = keep(t);
+      via = nullptr;
+      return true;
+    }
+    return false;
   }
 
-  // `p` (over this call's inputs first) with every input that has a recipe computed in it: the
-  // recipe's inputs and scalars appended to `in` and `scalars`, the input dropped from `in`.
-  ir::Program with_recipes(ir::Program p, std::vector<Handle>& in,
-                           std::vector<double>& scalars) const {
-    for (std::size_t i = via_.size(); i-- > 0;) {
-      if (!via_[i]) continue;
-      p = substitute(p, i, via_[i]->program);
+  // `p` (over this call's inputs first) with every input that has a recipe in `via` computed in
+  // it: the recipe's inputs and scalars appended to `in` and `scalars`, the input dropped from
+  // `in`.
+  static ir::Program with_recipes(ir::Program p, std::vector<Handle>& in,
+                                  std::vector<double>& scalars,
+                                  const std::vector<std::shared_ptr<const Recipe>>& via) {
+    for (std::size_t i = via.size(); i-- > 0;) {
+      if (!via[i]) continue;
+      p = substitute(p, i, via[i]->program);
       in.erase(in.begin() + static_cast<std::ptrdiff_t>(i));
-      in.insert(in.end(), via_[i]->inputs.begin(), via_[i]->inputs.end());
-      scalars.insert(scalars.end(), via_[i]->scalars.begin(), via_[i]->scalars.end());
+      in.insert(in.end(), via[i]->inputs.begin(), via[i]->inputs.end());
+      scalars.insert(scalars.end(), via[i]->scalars.begin(), via[i]->scalars.end());
     }
     return p;
   }
@@ -119,7 +216,9 @@ class ElementwiseNode final : public Node {
   ir::Program program_;
   std::vector<double> scalars_;
   std::vector<char> wanted_;
-  std::vector<std::shared_ptr<const Recipe>> via_;  // per input: its recipe, or null (saved_)
+  // Per input: its recipe (a writer's, or a placeholder for an unread input), or null (saved_).
+  std::vector<std::shared_ptr<const Recipe>> via_;
+  std::vector<std::optional<Unread>> unread_;
   std::vector<std::shared_ptr<const Recipe>> recipes_;
   Dims shape_;
 };

@@ -1,6 +1,7 @@
 #include "autodiff/recipe.hpp"
 
 #include <cstdint>
+#include <span>
 
 namespace kiln::autodiff {
 namespace {
@@ -36,7 +37,38 @@ std::vector<std::int32_t> emit(const ir::Program& src, const std::vector<bool>& 
   return to;
 }
 
+// The nodes the outputs `outputs` of `p` depend on.
+std::vector<bool> live_nodes(const ir::Program& p, std::span<const std::int32_t> outputs) {
+  std::vector<bool> keep(p.nodes.size(), false);
+  for (std::int32_t o : outputs) keep[static_cast<std::size_t>(o)] = true;
+  for (std::size_t i = p.nodes.size(); i-- > 0;) {
+    if (!keep[i]) continue;
+    for (std::int32_t operand : {p.nodes[i].a, p.nodes[i].b, p.nodes[i].c})
+      if (operand >= 0 && p.nodes[i].op > ir::Op::index)
+        keep[static_cast<std::size_t>(operand)] = true;
+  }
+  return keep;
+}
+
 }  // namespace
+
+std::vector<bool> inputs_read(const ir::Program& p, std::optional<std::size_t> o) {
+  const std::span<const std::int32_t> outputs =
+      o ? std::span<const std::int32_t>(&p.outputs.at(*o), 1) : std::span(p.outputs);
+  const std::vector<bool> live = live_nodes(p, outputs);
+  std::vector<bool> read(p.inputs.size(), false);
+  for (std::size_t i = 0; i < p.nodes.size(); ++i)
+    if (live[i] && p.nodes[i].op == ir::Op::input)
+      read[static_cast<std::size_t>(p.nodes[i].a)] = true;
+  return read;
+}
+
+Recipe placeholder(DType dtype) {
+  Recipe r;
+  r.program.output(r.program.scalar(dtype));
+  r.scalars.push_back(0.0);
+  return r;
+}
 
 ir::Program substitute(const ir::Program& p, std::size_t slot, const ir::Program& r) {
   ir::Program out;
@@ -55,14 +87,7 @@ ir::Program substitute(const ir::Program& p, std::size_t slot, const ir::Program
 
 Recipe extract(const ir::Program& p, std::size_t o, const std::vector<Handle>& inputs,
                const std::vector<double>& scalars) {
-  std::vector<bool> keep(p.nodes.size(), false);
-  keep[static_cast<std::size_t>(p.outputs.at(o))] = true;
-  for (std::size_t i = p.nodes.size(); i-- > 0;) {
-    if (!keep[i]) continue;
-    for (std::int32_t operand : {p.nodes[i].a, p.nodes[i].b, p.nodes[i].c})
-      if (operand >= 0 && p.nodes[i].op > ir::Op::index)
-        keep[static_cast<std::size_t>(operand)] = true;
-  }
+  const std::vector<bool> keep = live_nodes(p, std::span(&p.outputs.at(o), 1));
   Recipe r;
   std::vector<std::int32_t> in(p.inputs.size(), -1), sc(p.scalars.size(), -1);
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/tensor_impl.hpp"
@@ -33,6 +34,13 @@ struct Recipe {
 // `p` with input `slot` replaced by `r`'s output: p's other inputs keep their order and r's
 // follow them; p's scalars, then r's.
 ir::Program substitute(const ir::Program& p, std::size_t slot, const ir::Program& r);
+
+// Which inputs of `p` its output `o` (every output, without o) depends on.
+std::vector<bool> inputs_read(const ir::Program& p, std::optional<std::size_t> o = std::nullopt);
+
+// A recipe for an input that a gradient program does not read: a scalar 0 of its dtype, so the
+// program needs no tensor for it.
+Recipe placeholder(DType dtype);
 
 // Output `o` of `p` alone, without the nodes, inputs and scalars it does not need: `inputs` and
 // `scalars` (p's) are cut to match.

@@ -143,4 +143,27 @@ TEST_P(AttentionTest, MultiHeadAttentionMatchesItsHeadsInFloat64) {
   EXPECT_THROW(mha(Tensor<3>::ones({1, 2, 8})), kiln::ShapeError);
 }
 
+// What a recorded attention keeps for backward: its probabilities (one [B H, T, T] tensor), not
+// the raw or masked scores, which its gradient never reads (autodiff keeps only what a gradient
+// reads). With every input kept it held three score-sized tensors.
+TEST_P(AttentionTest, ForwardKeepsOneScoreSizedTensorForBackward) {
+  if (!KILN_WITH_AUTODIFF) GTEST_SKIP() << "built without autodiff";
+  const std::int64_t B = 2, H = 2, T = 128, D = 8;
+  const double scores = static_cast<double>(B * H * T * T * 4);
+  auto make = [&](std::uint64_t seed) {
+    return Tensor<4>::random({B, H, T, D}, kiln::Distribution::uniform(-1, 1), dev(), seed)
+        .requires_grad(true);
+  };
+  const auto q = make(1), k = make(2), v = make(3);
+  dev().sync();
+  const long long before = kiln::memory_stats().live_bytes;
+  const auto loss = kiln::scaled_dot_product_attention(q, k, v, true).sum();
+  loss.item();
+  const double kept = static_cast<double>(kiln::memory_stats().live_bytes - before) / scores;
+  EXPECT_GT(kept, 0.9) << "the probabilities";
+  EXPECT_LT(kept, 1.5) << "score-sized tensors kept after forward";
+  loss.backward();
+  EXPECT_TRUE(q.grad() && k.grad() && v.grad());
+}
+
 }  // namespace

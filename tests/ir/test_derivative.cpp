@@ -180,7 +180,10 @@ TEST_P(IrGradient, EveryBinaryOpAgainstCentralDifferences) {
     const auto d = run_gradient(p, {host(a), host(b)}, {}, {host(g)}, table(GetParam()));
     ASSERT_EQ(d.size(), 2u);
     for (std::size_t i = 0; i < n; ++i) {
-      if (a[i] == b[i]) continue;  // a tie: EqualOperandsShareTheGradient
+      // A tie, or so near one that the central difference's step straddles minimum's and
+      // maximum's kink (seed 8002656588919114961 drew a pair 1 ULP apart):
+      // KinksAndTiesFollowPyTorch holds ties.
+      if (std::fabs(double(a[i]) - b[i]) <= 4e-6 * std::max(1.0, std::fabs(double(b[i])))) continue;
       const double da = g[i] * central_difference([&](double v) { return c.f(v, b[i]); }, a[i]);
       const double db = g[i] * central_difference([&](double v) { return c.f(a[i], v); }, b[i]);
       const std::string at = std::string(kiln::ir::op_name(c.op)) + " at (" + std::to_string(a[i]) +

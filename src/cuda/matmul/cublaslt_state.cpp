@@ -106,7 +106,7 @@ void prepare_lt_in_background([[maybe_unused]] Context& ctx) {
     background.threads.emplace_back([&ctx] {
       try {
         // Nothing tuned here yet: nothing to prepare. (Setting cuBLASLt up with a heuristic
-        // query instead crashed processes that exited during it: the query makes cuBLASLt state
+        // query instead crashed processes that exited during it: the query evidently makes state
         // whose teardown is registered after this thread's join, so exit destroyed it under the
         // query; `kiln doctor` and `kiln bench --device cpu` with an empty store on an H100,
         // 2026-12-05. The stored path checks and runs known algorithms, no heuristic.)

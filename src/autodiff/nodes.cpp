@@ -76,7 +76,7 @@ class ElementwiseNode final : public Node {
         via_[i] = writers_recipe(*in[i]);
         if (!via_[i]) saved_[i] = keep(*in[i]);
       } else {
-        via_[i] = std::make_shared<const Recipe>(placeholder(in[i]->dtype));
+        via_[i] = placeholder(in[i]->dtype);
         Unread& u = unread_[i].emplace();
         if (auto [writer, o] = writer_of(*in[i]); writer) {
           u.writer = writer;

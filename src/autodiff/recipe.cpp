@@ -1,7 +1,9 @@
 #include "autodiff/recipe.hpp"
 
+#include <array>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 namespace kiln::autodiff {
 namespace {
@@ -63,11 +65,19 @@ std::vector<bool> inputs_read(const ir::Program& p, std::optional<std::size_t> o
   return read;
 }
 
-Recipe placeholder(DType dtype) {
-  Recipe r;
-  r.program.output(r.program.scalar(dtype));
-  r.scalars.push_back(0.0);
-  return r;
+const std::shared_ptr<const Recipe>& placeholder(DType dtype) {
+  // One per dtype, made once: a recorded op fills every unread input with one.
+  static const auto all = [] {
+    std::array<std::shared_ptr<const Recipe>, detail::kNumDTypes> a;
+    for (int t = 0; t < detail::kNumDTypes; ++t) {
+      Recipe r;
+      r.program.output(r.program.scalar(static_cast<DType>(t)));
+      r.scalars.push_back(0.0);
+      a[static_cast<std::size_t>(t)] = std::make_shared<const Recipe>(std::move(r));
+    }
+    return a;
+  }();
+  return all[static_cast<std::size_t>(dtype)];
 }
 
 ir::Program substitute(const ir::Program& p, std::size_t slot, const ir::Program& r) {

@@ -39,8 +39,8 @@ ir::Program substitute(const ir::Program& p, std::size_t slot, const ir::Program
 std::vector<bool> inputs_read(const ir::Program& p, std::optional<std::size_t> o = std::nullopt);
 
 // A recipe for an input that a gradient program does not read: a scalar 0 of its dtype, so the
-// program needs no tensor for it.
-Recipe placeholder(DType dtype);
+// program needs no tensor for it (one shared recipe per dtype).
+const std::shared_ptr<const Recipe>& placeholder(DType dtype);
 
 // Output `o` of `p` alone, without the nodes, inputs and scalars it does not need: `inputs` and
 // `scalars` (p's) are cut to match.

@@ -91,6 +91,12 @@ void CudaBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
   cuda::order(ctx_, op, x, params, *values, indices ? &**indices : nullptr);
 }
 
+bool CudaBackend::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                            const detail::TensorImpl& v, const detail::AttentionParams& params,
+                            detail::Out o, std::optional<detail::Out> lse) {
+  return cuda::attention(ctx_, q, k, v, params, *o, lse ? &**lse : nullptr);
+}
+
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

@@ -97,6 +97,13 @@ void CpuBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
   cpu::order(op, x, params, *values, indices ? &**indices : nullptr);
 }
 
+bool CpuBackend::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                           const detail::TensorImpl& v, const detail::AttentionParams& params,
+                           detail::Out o, std::optional<detail::Out> lse) {
+  detail::check_attention_call(q, k, v, params, *o, lse ? &**lse : nullptr);
+  return false;
+}
+
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

@@ -71,5 +71,10 @@ void order(Context& ctx, detail::OrderOp op, const TensorImpl& x, const detail::
 // for a head dim it has no kernel for.
 bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                const detail::AttentionParams& params, const TensorImpl& o, const TensorImpl* lse);
+// Whether a kernel exists for dtype t and head dim d (f32: under the current matmul precision),
+// and its name and source (the NVRTC compile test builds them all).
+bool attention_kernel_available(DType t, std::int64_t d);
+std::string attention_kernel_name(DType t, int d);
+const std::string& attention_source(DType t, int d);
 
 }  // namespace kiln::cuda

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kiln/autocast.hpp"
+#include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -56,6 +57,19 @@ Tensor<4> scaled_dot_product_attention(const Tensor<4>& q_in, const Tensor<4>& k
   const auto qs = q.shape();
   const std::int64_t tk = k.size(2);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(qs[3])));
+  {
+    // The device's fused kernel where it has one (Backend::attention).
+    using namespace detail;
+    auto lastdim = [](const Tensor<4>& t) {
+      const Handle h = t.handle("scaled_dot_product_attention");
+      return h->shape[3] <= 1 || h->strides[3] == 1 ? h : contiguous(h);
+    };
+    const Handle qh = lastdim(q), kh = lastdim(k), vh = lastdim(v);
+    Backend& be = backend_of(q.device());
+    const Handle o = allocate(op, be, qh->shape, q.dtype());
+    if (be.attention(*qh, *kh, *vh, AttentionParams{causal, s}, Out(*o), std::nullopt))
+      return Tensor<4>(o);
+  }
   auto scores = matmul(fold(q), fold(k).transpose(1, 2)) * static_cast<float>(s);
   if (causal) {
     const auto above = Tensor<2>::ones({qs[2], tk}, DType::boolean, q.device()).triu(1);

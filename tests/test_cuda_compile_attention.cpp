@@ -1,0 +1,27 @@
+// The attention kernel (src/cuda/kernels/attention.cuh and the entry point src/cuda/attention.cpp
+// generates) compiles with NVRTC for sm_90 for every dtype and every head dim it is built for.
+// NVRTC needs no GPU, so this runs on CI.
+#include <gtest/gtest.h>
+
+#include "cuda/cuda_ops.hpp"
+#include "cuda/nvrtc_compiler.hpp"
+
+TEST(CudaCompileAttention, EveryDTypeAndHeadDim) {
+  for (kiln::DType t : {kiln::DType::f32, kiln::DType::bf16, kiln::DType::f16}) {
+    for (int d : {16, 32, 48, 64, 80, 96, 112, 128}) {
+      const std::string name = kiln::cuda::attention_kernel_name(t, d);
+      SCOPED_TRACE(name);
+      const std::string& src = kiln::cuda::attention_source(t, d);
+      EXPECT_NE(src.find(" " + name + "("), std::string::npos);
+      EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_attention.cu", "sm_90").size(), 0u);
+    }
+  }
+}
+
+TEST(CudaCompileAttention, HeadDimsWithoutAKernel) {
+  using kiln::cuda::attention_kernel_available;
+  EXPECT_TRUE(attention_kernel_available(kiln::DType::bf16, 64));
+  EXPECT_FALSE(attention_kernel_available(kiln::DType::bf16, 8));
+  EXPECT_FALSE(attention_kernel_available(kiln::DType::bf16, 72));
+  EXPECT_FALSE(attention_kernel_available(kiln::DType::f16, 256));
+}

@@ -76,4 +76,27 @@ void check_attention_call(const TensorImpl& q, const TensorImpl& k, const Tensor
   }
 }
 
+void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                                   const TensorImpl& o, const TensorImpl& dout,
+                                   const TensorImpl& lse, const AttentionParams& params,
+                                   const TensorImpl& dq, const TensorImpl& dk,
+                                   const TensorImpl& dv) {
+  // o as an operand (any strides): checked against a contiguous stand-in of its shape first.
+  TensorImpl o_dense = o;
+  o_dense.strides = contiguous_strides(o.shape);
+  check_attention_call(q, k, v, params, o_dense, &lse);
+  check_operand("o", o);
+  check_operand("dout", dout);
+  if (dout.dtype != q.dtype || dq.dtype != q.dtype || dk.dtype != q.dtype || dv.dtype != q.dtype) {
+    throw DTypeError(fmt::format("{}_backward: dout, dq, dk and dv must be {}", kOp,
+                                 dtype_name(q.dtype)));
+  }
+  if (dout.shape != q.shape || dq.shape != q.shape || dk.shape != k.shape || dv.shape != v.shape) {
+    throw ShapeError(fmt::format("{}_backward: dout and dq need q's shape {}, dk and dv k's {}", kOp,
+                                 format_dims(q.shape), format_dims(k.shape)));
+  }
+  if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous())
+    throw ValueError(fmt::format("{}_backward: dq, dk and dv must be contiguous", kOp));
+}
+
 }  // namespace kiln::detail

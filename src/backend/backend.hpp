@@ -189,6 +189,15 @@ struct AttentionParams {
 void check_attention_call(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                           const AttentionParams& params, const TensorImpl& o,
                           const TensorImpl* lse);
+// Throws likewise unless attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv) meets
+// Backend::attention_backward's contract: q, k, v, o as attention's (o may have any strides with a
+// unit-stride last dim); dout o's shape and dtype, a unit-stride last dim; lse contiguous f32
+// [B, H, Tq]; dq, dk, dv contiguous, of q's, k's and v's shapes and q's dtype.
+void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                                   const TensorImpl& o, const TensorImpl& dout,
+                                   const TensorImpl& lse, const AttentionParams& params,
+                                   const TensorImpl& dq, const TensorImpl& dk,
+                                   const TensorImpl& dv);
 
 // The interface's version. An implementation states the one it was written for
 // (static_assert(kBackendInterfaceVersion == 7)), so a change of contract fails its build.
@@ -283,6 +292,19 @@ class Backend {
   // that the caller composes the attention from other calls instead. Neither syncs nor reads back.
   virtual bool attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                          const AttentionParams& params, Out o, std::optional<Out> lse) = 0;
+  // attention's gradients from its output o, the gradient dout of o and the lse the forward wrote:
+  // with P = exp(s - lse) (0 where masked) and delta_i = sum_d dout[i, d] o[i, d],
+  //   dv = P^T dout,  dS = P (dout v^T - delta),  dq = scale dS k,  dk = scale dS^T q.
+  // Returns false, writing nothing, where this backend has no kernel for the call (the default),
+  // and the caller (autodiff) composes the gradients from other calls.
+  virtual bool attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                                  const TensorImpl& o, const TensorImpl& dout,
+                                  const TensorImpl& lse, const AttentionParams& params, Out dq,
+                                  Out dk, Out dv) {
+    (void)q, (void)k, (void)v, (void)o, (void)dout, (void)lse, (void)params, (void)dq, (void)dk,
+        (void)dv;
+    return false;
+  }
 
   // Waits for every op queued on this device.
   virtual void sync() = 0;
@@ -343,6 +365,11 @@ class Decorator : public Backend {
   bool attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                  const AttentionParams& params, Out o, std::optional<Out> lse) override {
     return inner_.attention(q, k, v, params, o, lse);
+  }
+  bool attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                          const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
+                          const AttentionParams& params, Out dq, Out dk, Out dv) override {
+    return inner_.attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv);
   }
   void sync() override { inner_.sync(); }
   void flush() override { inner_.flush(); }

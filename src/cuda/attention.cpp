@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <utility>
 
@@ -19,7 +20,9 @@
 #include "cuda/kernel_args.hpp"
 #include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
+#include "cuda/device_memory.hpp"
 #include "embed/cuda/kernels/attention.cuh.hpp"
+#include "embed/cuda/kernels/attention_backward.cuh.hpp"
 #include "ir/cuda_codegen.hpp"
 #include "kiln/config.hpp"
 
@@ -36,6 +39,12 @@ bool aligned16(const TensorImpl& t) {
   return true;
 }
 
+// ka::Strides of a [B, H, T, D] operand.
+void strides(KernelArgs& args, const TensorImpl& t) {
+  const long long s[] = {t.strides[0], t.strides[1], t.strides[2]};
+  args.int64_struct(s);
+}
+
 }  // namespace
 
 bool attention_kernel_available(DType t, std::int64_t d) {
@@ -43,28 +52,46 @@ bool attention_kernel_available(DType t, std::int64_t d) {
          (t != DType::f32 || float32_matmul_precision() != Precision::highest);
 }
 
-std::string attention_kernel_name(DType t, int d) {
-  return fmt::format("kiln_attention_fwd_{}_d{}", dtype_name(t), d);
+std::string attention_kernel_name(DType t, int d, const char* pass) {
+  return fmt::format("kiln_attention_{}_{}_d{}", pass, dtype_name(t), d);
 }
 
-const std::string& attention_source(DType t, int d) {
+const std::string& attention_source(DType t, int d, bool backward) {
   static std::mutex mu;
-  static std::map<std::pair<DType, int>, std::string> sources;
+  static std::map<std::tuple<DType, int, bool>, std::string> sources;
   const std::lock_guard lock(mu);
-  std::string& s = sources[{t, d}];
-  if (s.empty()) {
-    const char* T = ir::cuda_storage_type(t);
+  std::string& s = sources[{t, d, backward}];
+  if (!s.empty()) return s;
+  const char* T = ir::cuda_storage_type(t);
+  s = ir::cuda_prelude() + std::string(embed::cuda_kernels_attention_cuh);
+  if (!backward) {
     const int bn = t == DType::f32 ? 32 : 64;  // f32 tiles are twice the bytes
-    s = ir::cuda_prelude() + std::string(embed::cuda_kernels_attention_cuh) +
-        fmt::format(
-            "extern \"C\" __global__ void __launch_bounds__({}) {}(const {}* q, const {}* k, "
-            "const {}* v, {}* o, float* lse, int heads, long long tq, long long tk, long long "
-            "sq0, long long sq1, long long sq2, long long sk0, long long sk1, long long sk2, "
-            "long long sv0, long long sv1, long long sv2, float scale2, int causal) {{\n"
-            "  ka::forward<{}, {}, {}>(q, k, v, o, lse, heads, tq, tk, sq0, sq1, sq2, sk0, sk1, "
-            "sk2, sv0, sv1, sv2, scale2, causal);\n}}\n",
-            kThreads, attention_kernel_name(t, d), T, T, T, T, T, d, bn);
+    s += fmt::format(
+        "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2}* q, const {2}* k, "
+        "const {2}* v, {2}* o, float* lse, int heads, long long tq, long long tk, ka::Strides sq, "
+        "ka::Strides sk, ka::Strides sv, float scale2, int causal) {{\n"
+        "  ka::forward<{2}, {3}, {4}>(q, k, v, o, lse, heads, tq, tk, sq, sk, sv, scale2, "
+        "causal);\n}}\n",
+        kThreads, attention_kernel_name(t, d, "fwd"), T, d, bn);
+    return s;
   }
+  s += std::string(embed::cuda_kernels_attention_backward_cuh);
+  s += fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2}* q, const {2}* k, const "
+      "{2}* v, const {2}* o, const {2}* dout, const float* lse, {2}* dq, float* delta, int heads, "
+      "long long tq, long long tk, ka::Strides sq, ka::Strides sk, ka::Strides sv, ka::Strides "
+      "so, ka::Strides sdo, float scale, int causal) {{\n"
+      "  ka::backward_dq<{2}, {3}, 32>(q, k, v, o, dout, lse, dq, delta, heads, tq, tk, sq, sk, "
+      "sv, so, sdo, scale, causal);\n}}\n",
+      kThreads, attention_kernel_name(t, d, "dq"), T, d);
+  s += fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2}* q, const {2}* k, const "
+      "{2}* v, const {2}* dout, const float* lse, const float* delta, {2}* dk, {2}* dv, int heads, "
+      "long long tq, long long tk, ka::Strides sq, ka::Strides sk, ka::Strides sv, ka::Strides "
+      "sdo, float scale, int causal) {{\n"
+      "  ka::backward_dkv<{2}, {3}, 32>(q, k, v, dout, lse, delta, dk, dv, heads, tq, tk, sq, sk, "
+      "sv, sdo, scale, causal);\n}}\n",
+      kThreads, attention_kernel_name(t, d, "dkv"), T, d);
   return s;
 }
 
@@ -79,8 +106,8 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
   const std::int64_t blocks = (tq + kQueries - 1) / kQueries * b * h;
   if (blocks >= (1LL << 31) || h >= (1LL << 31)) return false;
   const auto dd = static_cast<int>(d);
-  cudaKernel_t kernel = cached_kernel(attention_source(q.dtype, dd), "kiln_attention.cu",
-                                      attention_kernel_name(q.dtype, dd), ctx.arch());
+  cudaKernel_t kernel = cached_kernel(attention_source(q.dtype, dd, false), "kiln_attention.cu",
+                                      attention_kernel_name(q.dtype, dd, "fwd"), ctx.arch());
   ctx.make_current();
   KernelArgs args;
   args.pointer(q.data());
@@ -91,11 +118,69 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
   args.value(static_cast<int>(h));
   args.value(static_cast<long long>(tq));
   args.value(static_cast<long long>(tk));
-  for (const TensorImpl* t : {&q, &k, &v})
-    for (int i = 0; i < 3; ++i) args.value(static_cast<long long>(t->strides[i]));
+  for (const TensorImpl* t : {&q, &k, &v}) strides(args, *t);
   args.value(static_cast<float>(params.scale * 1.4426950408889634));  // scale * log2(e)
   args.value(static_cast<int>(params.causal));
   launch(ctx, kernel, static_cast<unsigned>(blocks), kThreads, args.pointers());
+  return true;
+}
+
+bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k,
+                        const TensorImpl& v, const TensorImpl& o, const TensorImpl& dout,
+                        const TensorImpl& lse, const detail::AttentionParams& params,
+                        const TensorImpl& dq, const TensorImpl& dk, const TensorImpl& dv) {
+  detail::check_attention_backward_call(q, k, v, o, dout, lse, params, dq, dk, dv);
+  const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
+                     d = q.shape[3];
+  if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;
+  if (q.dtype == DType::f32 && d > 64) return false;
+  if (b * h * (tq + tk) == 0) return true;  // nothing to write
+  for (const TensorImpl* t : {&q, &k, &v, &dout, &dq, &dk, &dv})
+    if (!aligned16(*t)) return false;
+  const std::int64_t q_blocks = (tq + kQueries - 1) / kQueries * b * h,
+                     k_blocks = (tk + kQueries - 1) / kQueries * b * h;
+  if (q_blocks >= (1LL << 31) || k_blocks >= (1LL << 31) || h >= (1LL << 31)) return false;
+  const auto dd = static_cast<int>(d);
+  const std::string& source = attention_source(q.dtype, dd, true);
+  cudaKernel_t dq_kernel = cached_kernel(source, "kiln_attention_backward.cu",
+                                         attention_kernel_name(q.dtype, dd, "dq"), ctx.arch());
+  cudaKernel_t dkv_kernel = cached_kernel(source, "kiln_attention_backward.cu",
+                                          attention_kernel_name(q.dtype, dd, "dkv"), ctx.arch());
+  // delta (f32 [B, H, Tq]): written by the dq kernel, read by the dkv kernel queued after it; the
+  // buffer goes back to the pool in stream order when this call drops it.
+  const auto delta = device_alloc(ctx, static_cast<std::size_t>(std::max<std::int64_t>(
+                                           b * h * tq, 1)) * sizeof(float));
+  ctx.make_current();
+  const float scale = static_cast<float>(params.scale);
+  if (q_blocks > 0) {
+    KernelArgs args;
+    for (const TensorImpl* t : {&q, &k, &v, &o, &dout}) args.pointer(t->data());
+    args.pointer(lse.data());
+    args.pointer(dq.data());
+    args.pointer(delta->data());
+    args.value(static_cast<int>(h));
+    args.value(static_cast<long long>(tq));
+    args.value(static_cast<long long>(tk));
+    for (const TensorImpl* t : {&q, &k, &v, &o, &dout}) strides(args, *t);
+    args.value(scale);
+    args.value(static_cast<int>(params.causal));
+    launch(ctx, dq_kernel, static_cast<unsigned>(q_blocks), kThreads, args.pointers());
+  }
+  if (k_blocks > 0) {
+    KernelArgs args;
+    for (const TensorImpl* t : {&q, &k, &v, &dout}) args.pointer(t->data());
+    args.pointer(lse.data());
+    args.pointer(delta->data());
+    args.pointer(dk.data());
+    args.pointer(dv.data());
+    args.value(static_cast<int>(h));
+    args.value(static_cast<long long>(tq));
+    args.value(static_cast<long long>(tk));
+    for (const TensorImpl* t : {&q, &k, &v, &dout}) strides(args, *t);
+    args.value(scale);
+    args.value(static_cast<int>(params.causal));
+    launch(ctx, dkv_kernel, static_cast<unsigned>(k_blocks), kThreads, args.pointers());
+  }
   return true;
 }
 

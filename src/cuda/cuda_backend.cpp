@@ -97,6 +97,15 @@ bool CudaBackend::attention(const detail::TensorImpl& q, const detail::TensorImp
   return cuda::attention(ctx_, q, k, v, params, *o, lse ? &**lse : nullptr);
 }
 
+bool CudaBackend::attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                                     const detail::TensorImpl& v, const detail::TensorImpl& o,
+                                     const detail::TensorImpl& dout,
+                                     const detail::TensorImpl& lse,
+                                     const detail::AttentionParams& params, detail::Out dq,
+                                     detail::Out dk, detail::Out dv) {
+  return cuda::attention_backward(ctx_, q, k, v, o, dout, lse, params, *dq, *dk, *dv);
+}
+
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

@@ -37,6 +37,11 @@ class CudaBackend final : public detail::Backend {
   bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
                  const detail::TensorImpl& v, const detail::AttentionParams& params, detail::Out o,
                  std::optional<detail::Out> lse) override;
+  bool attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                          const detail::TensorImpl& v, const detail::TensorImpl& o,
+                          const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                          const detail::AttentionParams& params, detail::Out dq, detail::Out dk,
+                          detail::Out dv) override;
   void sync() override;
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The GPU, its architecture and memory, and the CUDA libraries kiln runs with.

@@ -187,6 +187,19 @@ bool Fusion::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
   return inner().attention(q, k, v, params, o, lse);
 }
 
+bool Fusion::attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                                const detail::TensorImpl& v, const detail::TensorImpl& o,
+                                const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                                const detail::AttentionParams& params, detail::Out dq,
+                                detail::Out dk, detail::Out dv) {
+  flush();
+  for (const detail::TensorImpl* t : {&q, &k, &v, &o, &dout, &lse}) require_memory(*t);
+  bind(*dq);
+  bind(*dk);
+  bind(*dv);
+  return inner().attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv);
+}
+
 void Fusion::order(detail::OrderOp op, const detail::TensorImpl& x,
                    const detail::OrderParams& params, detail::Out values,
                    std::optional<detail::Out> indices) {

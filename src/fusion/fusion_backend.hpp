@@ -54,6 +54,11 @@ class Fusion final : public detail::Decorator {
   bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
                  const detail::TensorImpl& v, const detail::AttentionParams& params, detail::Out o,
                  std::optional<detail::Out> lse) override;
+  bool attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                          const detail::TensorImpl& v, const detail::TensorImpl& o,
+                          const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                          const detail::AttentionParams& params, detail::Out dq, detail::Out dk,
+                          detail::Out dv) override;
   void sync() override;
   // Runs the open group, if any.
   void flush() override;

@@ -104,20 +104,141 @@ __device__ __forceinline__ unsigned join(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
 }
 
-// q, k, v: [B, H, T, D] with strides (elements) sq, sk, sv per dim 0-2 (the last is 1); o
-// contiguous [B, H, Tq, D]; lse f32 [B, H, Tq] or null. scale2 = scale * log2(e).
+// The padded row of a staged tile, in elements: 16 bytes more than D, so that the fragment reads
+// of 8 rows at one column fall in 32 different banks.
+template <class T, int D>
+__host__ __device__ constexpr int padded() {
+  return D + 16 / (int)sizeof(T);
+}
+
+// The A fragments (mma row layout) of rows r0 .. r0 + 15 of a [T, D] operand (row stride st,
+// unit column stride) over all of D, D / K steps of 4 registers; rows at or beyond t are zeros.
+template <class T, int D>
+__device__ __forceinline__ void load_a(unsigned (&a)[D / Traits<T>::K][4], const T* base,
+                                       long long st, long long r0, long long t) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const long long ra = r0 + g, rb = r0 + g + 8;
+#pragma unroll
+  for (int kk = 0; kk < D / Traits<T>::K; ++kk) {
+    if constexpr (Traits<T>::kHalf) {
+      const unsigned* pa = reinterpret_cast<const unsigned*>(base + ra * st + kk * 16 + 2 * c);
+      const unsigned* pb = reinterpret_cast<const unsigned*>(base + rb * st + kk * 16 + 2 * c);
+      a[kk][0] = ra < t ? __ldg(pa) : 0u;
+      a[kk][1] = rb < t ? __ldg(pb) : 0u;
+      a[kk][2] = ra < t ? __ldg(pa + 4) : 0u;
+      a[kk][3] = rb < t ? __ldg(pb + 4) : 0u;
+    } else {
+      const float* pa = base + ra * st + kk * 8 + c;
+      const float* pb = base + rb * st + kk * 8 + c;
+      a[kk][0] = ra < t ? tf32(__ldg(pa)) : 0u;
+      a[kk][1] = rb < t ? tf32(__ldg(pb)) : 0u;
+      a[kk][2] = ra < t ? tf32(__ldg(pa + 4)) : 0u;
+      a[kk][3] = rb < t ? tf32(__ldg(pb + 4)) : 0u;
+    }
+  }
+}
+
+// c = A X^T: A the 16 rows of `a` (load_a), X the N rows of a staged tile (its D columns are the
+// k index). c[n] is the n-th n8 tile of the 16 x N product, in the mma C layout.
+template <class T, int D, int N>
+__device__ __forceinline__ void mma_abt(float (&c)[N / 8][4],
+                                        const unsigned (&a)[D / Traits<T>::K][4],
+                                        const typename Traits<T>::Smem* x) {
+  constexpr int P = padded<T, D>();
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n) {
+    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+    const int row = n * 8 + g;
+#pragma unroll
+    for (int kk = 0; kk < D / Traits<T>::K; ++kk) {
+      if constexpr (Traits<T>::kHalf) {
+        mma(T{}, c[n], a[kk], word(x, P, row, kk * 16 + 2 * t),
+            word(x, P, row, kk * 16 + 8 + 2 * t));
+      } else {
+        mma(T{}, c[n], a[kk], tf32(x[row * P + kk * 8 + t]), tf32(x[row * P + kk * 8 + t + 4]));
+      }
+    }
+  }
+}
+
+// acc += C X: C the 16 x N values held in the mma C layout (c, from mma_abt), used as the A
+// operand straight from the registers, X the N x D staged tile. For 16-bit types two n8 tiles of C
+// are one k16 step's A layout; for TF32 the k index t of a k8 step is taken as column 2t of the C
+// tile and t + 4 as 2t + 1 (the order the C layout holds them), and X's rows in the same order.
+template <class T, int D, int N>
+__device__ __forceinline__ void mma_cx(float (&acc)[D / 8][4], const float (&c)[N / 8][4],
+                                       const typename Traits<T>::Smem* x) {
+  constexpr int P = padded<T, D>();
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if constexpr (Traits<T>::kHalf) {
+#pragma unroll
+    for (int kt = 0; kt < N / 16; ++kt) {
+      const unsigned a[4] = {pack(T{}, c[2 * kt][0], c[2 * kt][1]),
+                             pack(T{}, c[2 * kt][2], c[2 * kt][3]),
+                             pack(T{}, c[2 * kt + 1][0], c[2 * kt + 1][1]),
+                             pack(T{}, c[2 * kt + 1][2], c[2 * kt + 1][3])};
+      const int k0 = kt * 16 + 2 * t;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const int col = n * 8 + g;
+        mma(T{}, acc[n], a, join(x[k0 * P + col], x[(k0 + 1) * P + col]),
+            join(x[(k0 + 8) * P + col], x[(k0 + 9) * P + col]));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int kt = 0; kt < N / 8; ++kt) {
+      const unsigned a[4] = {tf32(c[kt][0]), tf32(c[kt][2]), tf32(c[kt][1]), tf32(c[kt][3])};
+      const int k0 = kt * 8 + 2 * t;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const int col = n * 8 + g;
+        mma(T{}, acc[n], a, tf32(x[k0 * P + col]), tf32(x[(k0 + 1) * P + col]));
+      }
+    }
+  }
+}
+
+// Rows r0 .. r0 + 15 of a contiguous [.., D] output from acc (the mma C layout), each row's values
+// times its factor (f[0] for row g, f[1] for row g + 8), rounded once; rows at or beyond t skipped.
+template <class T, int D>
+__device__ __forceinline__ void store_rows(T* out, const float (&acc)[D / 8][4], long long r0,
+                                           long long t, const float (&f)[2]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long row = r0 + g + r * 8;
+    if (row >= t) continue;
+    T* o = out + row * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const float x0 = acc[n][2 * r] * f[r], x1 = acc[n][2 * r + 1] * f[r];
+      if constexpr (Traits<T>::kHalf) {
+        *reinterpret_cast<unsigned*>(o + n * 8 + 2 * c) = pack(T{}, x0, x1);
+      } else {
+        *reinterpret_cast<float2*>(o + n * 8 + 2 * c) = make_float2(x0, x1);
+      }
+    }
+  }
+}
+
+// The strides (elements) of one [B, H, T, D] operand over B, H and T; D's is 1.
+struct Strides {
+  long long b, h, t;
+};
+
+// q, k, v: [B, H, T, D] (strides sq, sk, sv); o contiguous [B, H, Tq, D]; lse f32 [B, H, Tq] or
+// null. scale2 = scale * log2(e).
 template <class T, int D, int BN>
 __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         T* __restrict__ o, float* __restrict__ lse, int heads, long long tq,
-                        long long tk, long long sq0, long long sq1, long long sq2, long long sk0,
-                        long long sk1, long long sk2, long long sv0, long long sv1,
-                        long long sv2, float scale2, int causal) {
-  using Tr = Traits<T>;
-  using S = typename Tr::Smem;
-  constexpr int KS = Tr::K;          // the k extent of one mma
-  constexpr int P = D + 16 / (int)sizeof(T);  // padded row: 16 bytes more
-  constexpr int NT = BN / 8;         // n8 tiles of scores per key tile
-  constexpr int ND = D / 8;          // n8 tiles of the output
+                        long long tk, Strides sq, Strides sk, Strides sv, float scale2,
+                        int causal) {
+  using S = typename Traits<T>::Smem;
+  constexpr int P = padded<T, D>();
+  constexpr int NT = BN / 8;  // n8 tiles of scores per key tile
+  constexpr int ND = D / 8;   // n8 tiles of the output
   __shared__ __align__(16) S ks[BN * P];
   __shared__ __align__(16) S vs[BN * P];
 
@@ -129,34 +250,11 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   const long long b = bh / heads, h = bh % heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const long long q0 = qb * 64, r0 = q0 + warp * 16;
-  const T* qh = q + b * sq0 + h * sq1;
-  const T* kh = k + b * sk0 + h * sk1;
-  const T* vh = v + b * sv0 + h * sv1;
+  const T* kh = k + b * sk.b + h * sk.h;
+  const T* vh = v + b * sv.b + h * sv.h;
 
-  // This thread's q fragments, D / KS steps of 4 registers.
-  unsigned qa[D / KS][4];
-  {
-    const long long ra = r0 + g, rb = r0 + g + 8;
-#pragma unroll
-    for (int kk = 0; kk < D / KS; ++kk) {
-      if constexpr (Tr::kHalf) {
-        const unsigned* pa = reinterpret_cast<const unsigned*>(qh + ra * sq2 + kk * 16 + 2 * t);
-        const unsigned* pb = reinterpret_cast<const unsigned*>(qh + rb * sq2 + kk * 16 + 2 * t);
-        qa[kk][0] = ra < tq ? __ldg(pa) : 0u;
-        qa[kk][1] = rb < tq ? __ldg(pb) : 0u;
-        qa[kk][2] = ra < tq ? __ldg(pa + 4) : 0u;
-        qa[kk][3] = rb < tq ? __ldg(pb + 4) : 0u;
-      } else {
-        const float* pa = reinterpret_cast<const float*>(qh) + ra * sq2 + kk * 8 + t;
-        const float* pb = reinterpret_cast<const float*>(qh) + rb * sq2 + kk * 8 + t;
-        qa[kk][0] = ra < tq ? tf32(__ldg(pa)) : 0u;
-        qa[kk][1] = rb < tq ? tf32(__ldg(pb)) : 0u;
-        qa[kk][2] = ra < tq ? tf32(__ldg(pa + 4)) : 0u;
-        qa[kk][3] = rb < tq ? tf32(__ldg(pb + 4)) : 0u;
-      }
-    }
-  }
-
+  unsigned qa[D / Traits<T>::K][4];
+  load_a<T, D>(qa, q + b * sq.b + h * sq.h, sq.t, r0, tq);
   float acc[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -165,26 +263,12 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
   for (long long j0 = 0; j0 < kend; j0 += BN) {
     __syncthreads();  // the previous tile is read
-    stage<T, D, P>(ks, kh, sk2, j0, tk, BN);
-    stage<T, D, P>(vs, vh, sv2, j0, tk, BN);
+    stage<T, D, P>(ks, kh, sk.t, j0, tk, BN);
+    stage<T, D, P>(vs, vh, sv.t, j0, tk, BN);
     __syncthreads();
 
     float s[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-      const int key = n * 8 + g;
-#pragma unroll
-      for (int kk = 0; kk < D / KS; ++kk) {
-        if constexpr (Tr::kHalf) {
-          mma(T{}, s[n], qa[kk], word(ks, P, key, kk * 16 + 2 * t),
-              word(ks, P, key, kk * 16 + 8 + 2 * t));
-        } else {
-          mma(T{}, s[n], qa[kk], tf32(ks[key * P + kk * 8 + t]), tf32(ks[key * P + kk * 8 + t + 4]));
-        }
-      }
-    }
-
+    mma_abt<T, D, BN>(s, qa, ks);
     // Scale, mask, and the rows' new maxima.
     float tile_max[2] = {neg_inf(), neg_inf()};
 #pragma unroll
@@ -224,62 +308,25 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
         l[e >> 1] += s[n][e];
       }
     }
-
-    // acc += P V.
-    if constexpr (Tr::kHalf) {
-      const unsigned short* vw = vs;
-#pragma unroll
-      for (int kt = 0; kt < BN / 16; ++kt) {
-        const unsigned a[4] = {pack(T{}, s[2 * kt][0], s[2 * kt][1]),
-                               pack(T{}, s[2 * kt][2], s[2 * kt][3]),
-                               pack(T{}, s[2 * kt + 1][0], s[2 * kt + 1][1]),
-                               pack(T{}, s[2 * kt + 1][2], s[2 * kt + 1][3])};
-        const int k0 = kt * 16 + 2 * t;
-#pragma unroll
-        for (int n = 0; n < ND; ++n) {
-          const int col = n * 8 + g;
-          mma(T{}, acc[n], a, join(vw[k0 * P + col], vw[(k0 + 1) * P + col]),
-              join(vw[(k0 + 8) * P + col], vw[(k0 + 9) * P + col]));
-        }
-      }
-    } else {
-#pragma unroll
-      for (int kt = 0; kt < NT; ++kt) {
-        const unsigned a[4] = {tf32(s[kt][0]), tf32(s[kt][2]), tf32(s[kt][1]), tf32(s[kt][3])};
-        const int k0 = kt * 8 + 2 * t;
-#pragma unroll
-        for (int n = 0; n < ND; ++n) {
-          const int col = n * 8 + g;
-          mma(T{}, acc[n], a, tf32(vs[k0 * P + col]), tf32(vs[(k0 + 1) * P + col]));
-        }
-      }
-    }
+    mma_cx<T, D, BN>(acc, s, vs);  // acc += P V
   }
 
   // Finish the rows: the quad's partial sums, o = acc / l, lse.
+  float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
   }
-  const long long bh_row = bh * tq;
+  store_rows<T, D>(o + bh * tq * D, acc, r0, tq, inv);
+  if (lse && t == 0) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const long long row = r0 + g + r * 8;
-    if (row >= tq) continue;
-    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
-    T* orow = o + (bh_row + row) * D;
-#pragma unroll
-    for (int n = 0; n < ND; ++n) {
-      const float x0 = acc[n][2 * r] * inv, x1 = acc[n][2 * r + 1] * inv;
-      if constexpr (Tr::kHalf) {
-        *reinterpret_cast<unsigned*>(orow + n * 8 + 2 * t) = pack(T{}, x0, x1);
-      } else {
-        *reinterpret_cast<float2*>(orow + n * 8 + 2 * t) = make_float2(x0, x1);
-      }
+    for (int r = 0; r < 2; ++r) {
+      const long long row = r0 + g + r * 8;
+      if (row < tq)
+        lse[bh * tq + row] = l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.69314718055994531f : neg_inf();
     }
-    if (lse && t == 0)
-      lse[bh_row + row] = l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.69314718055994531f : neg_inf();
   }
 }
 

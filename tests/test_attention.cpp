@@ -203,14 +203,14 @@ Tensor<4> composed(const Tensor<4>& q, const Tensor<4>& k, const Tensor<4>& v, b
 // The gradients of q, k and v through the attention node (attention_backward) against those of
 // the composition on the same inputs: causal and not, Tq != Tk, heads cut from one [B, T, 3 C]
 // projection (strided, sharing a buffer); in f32 and, against the f32 composition of the same
-// rounded values, in bf16 (computed in f32, rounded once per gradient).
+// rounded values, in bf16 and f16 (computed in f32, rounded once per gradient).
 TEST_P(AttentionTest, GradientsMatchTheComposition) {
   if (!KILN_WITH_AUTODIFF) GTEST_SKIP() << "built without autodiff";
   struct Case {
     std::int64_t b, h, tq, tk, d;
     bool causal, qkv;
   };
-  for (DType t : {DType::f32, DType::bf16})
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
     for (const Case c : {Case{2, 3, 7, 7, 8, true, false}, Case{1, 2, 5, 9, 4, false, false},
                          Case{1, 2, 9, 5, 4, true, false}, Case{2, 2, 6, 6, 8, true, true},
                          Case{1, 1, 33, 33, 16, false, true}}) {
@@ -251,13 +251,41 @@ TEST_P(AttentionTest, GradientsMatchTheComposition) {
         return g;
       };
       const auto got = grads(true, t), want = grads(false, DType::f32);
-      const double tol = t == DType::f32 ? 2e-5 : 1e-2;
+      const double tol = t == DType::f32 ? 2e-5 : t == DType::f16 ? 2e-3 : 1e-2;
       for (std::size_t i = 0; i < 3; ++i)
         for (std::size_t e = 0; e < want[i].size(); ++e)
           ASSERT_NEAR(got[i][e], want[i][e], tol * (1 + std::fabs(want[i][e])))
               << "gradient "
               << "qkv"[i] << " element " << e;
     }
+}
+
+// Only the inputs that need a gradient get one (the others' are not computed), and no key at all
+// (Tk == 0: o = 0) gives zero gradients; a non-finite scale is refused before anything runs.
+TEST_P(AttentionTest, SomeInputsEmptyKeysAndBadScale) {
+  if (!KILN_WITH_AUTODIFF) GTEST_SKIP() << "built without autodiff";
+  auto make = [&](std::int64_t t, bool grad) {
+    return Tensor<4>::from_data(kt::uniform(std::size_t(2 * 3 * t * 4), -1, 1, rng()), {2, 3, t, 4},
+                                dev())
+        .requires_grad(grad);
+  };
+  const auto q = make(5, false), k = make(6, false), v = make(6, true);
+  kiln::scaled_dot_product_attention(q, k, v, true).sum().backward();
+  EXPECT_FALSE(q.grad() || k.grad());
+  ASSERT_TRUE(v.grad());
+  // Each query's probabilities sum to 1, so the gradient of sum(o) summed over v is B H Tq per
+  // element of D: 2 * 3 * 5 * 4 in all.
+  EXPECT_NEAR(v.grad()->sum().item(), 2 * 3 * 5 * 4, 1e-3);
+
+  const auto q2 = make(5, true), k0 = make(0, true), v0 = make(0, true);
+  const auto o = kiln::scaled_dot_product_attention(q2, k0, v0, false);
+  for (float e : o.to_vector<float>()) EXPECT_EQ(e, 0.0f);
+  o.sum().backward();
+  ASSERT_TRUE(q2.grad());
+  for (float e : q2.grad()->to_vector<float>()) EXPECT_EQ(e, 0.0f);
+
+  EXPECT_THROW(kiln::scaled_dot_product_attention(q, k, v, false, INFINITY), kiln::ValueError);
+  EXPECT_THROW(kiln::scaled_dot_product_attention(q, k, v, false, NAN), kiln::ValueError);
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ constexpr const char* kOp = "attention";
 
 void check_operand(const char* what, const TensorImpl& t) {
   if (t.rank() != 4) {
-    throw ShapeError(fmt::format("{}: {} must be [B, H, T, D], got shape {}", kOp, what,
-                                 format_dims(t.shape)));
+    throw ShapeError(
+        fmt::format("{}: {} must be [B, H, T, D], got shape {}", kOp, what, format_dims(t.shape)));
   }
   bool ok = t.shape[3] <= 1 || t.strides[3] == 1;
   for (int d = 0; d < 4; ++d) ok = ok && t.strides[d] >= 0;
@@ -40,20 +40,20 @@ void check_attention_call(const TensorImpl& q, const TensorImpl& k, const Tensor
                           const AttentionParams& params, const TensorImpl& o,
                           const TensorImpl* lse) {
   if (!is_floating(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype) {
-    throw DTypeError(fmt::format("{}: q, k, v and o must share one of f32, bf16, f16; got {}, {}, "
-                                 "{}, {}",
-                                 kOp, dtype_name(q.dtype), dtype_name(k.dtype),
-                                 dtype_name(v.dtype), dtype_name(o.dtype)));
+    throw DTypeError(fmt::format(
+        "{}: q, k, v and o must share one of f32, bf16, f16; got {}, {}, "
+        "{}, {}",
+        kOp, dtype_name(q.dtype), dtype_name(k.dtype), dtype_name(v.dtype), dtype_name(o.dtype)));
   }
   check_operand("q", q);
   check_operand("k", k);
   check_operand("v", v);
   const Dims& qs = q.shape;
   if (k.shape != v.shape || k.shape[0] != qs[0] || k.shape[1] != qs[1] || k.shape[3] != qs[3]) {
-    throw ShapeError(fmt::format("{}: q [B, H, Tq, D] needs k and v [B, H, Tk, D], got q {}, k {}, "
-                                 "v {}",
-                                 kOp, format_dims(qs), format_dims(k.shape),
-                                 format_dims(v.shape)));
+    throw ShapeError(
+        fmt::format("{}: q [B, H, Tq, D] needs k and v [B, H, Tk, D], got q {}, k {}, "
+                    "v {}",
+                    kOp, format_dims(qs), format_dims(k.shape), format_dims(v.shape)));
   }
   if (o.shape != qs) {
     throw ShapeError(
@@ -66,8 +66,8 @@ void check_attention_call(const TensorImpl& q, const TensorImpl& k, const Tensor
     }
     const Dims want = {qs[0], qs[1], qs[2]};
     if (lse->shape != want) {
-      throw ShapeError(fmt::format("{}: lse {} must be {}", kOp, format_dims(lse->shape),
-                                   format_dims(want)));
+      throw ShapeError(
+          fmt::format("{}: lse {} must be {}", kOp, format_dims(lse->shape), format_dims(want)));
     }
     if (!lse->is_contiguous()) throw ValueError(fmt::format("{}: lse must be contiguous", kOp));
   }

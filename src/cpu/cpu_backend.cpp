@@ -100,8 +100,8 @@ void CpuBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
 bool CpuBackend::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
                            const detail::TensorImpl& v, const detail::AttentionParams& params,
                            detail::Out o, std::optional<detail::Out> lse) {
-  detail::check_attention_call(q, k, v, params, *o, lse ? &**lse : nullptr);
-  return false;
+  cpu::attention(q, k, v, params, *o, lse ? &**lse : nullptr, live_kernels());
+  return true;  // every shape: the CPU needs no head-dim limit
 }
 
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {

@@ -50,7 +50,8 @@ Mat slab_rows(const TensorImpl& t, std::int64_t b, std::int64_t h, std::int64_t 
       static_cast<const char*>(t.data()) +
       static_cast<std::size_t>(b * t.strides[0] + h * t.strides[1] + r0 * t.strides[2]) * size;
   const std::int64_t rs = t.strides[2];
-  if (t.dtype == DType::f32 && d > 0 && (n <= 1 || (rs >= d && rs <= INT_MAX)))
+  if (d == 0) return {nullptr, 1};  // (no product reads it: the scores are zeros)
+  if (t.dtype == DType::f32 && (n <= 1 || (rs >= d && rs <= INT_MAX)))
     return {reinterpret_cast<const float*>(base), n <= 1 ? d : rs};
   scratch.resize(static_cast<std::size_t>(n * d));
   for (std::int64_t r = 0; r < n; ++r) {

@@ -14,7 +14,8 @@
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
-# (the MLP step beside PyTorch), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
+# (the MLP step beside PyTorch), attention (the fused kernel beside
+# PyTorch's SDPA), half (half matmul and element-wise ops), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
 # bench --train), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
@@ -93,6 +94,22 @@ for section in "$@"; do
     t timeout 300 python3 .device/peers/torch_row_ops.py
     t timeout 150 .device/run kiln_order_ops
     t timeout 150 python3 .device/peers/torch_order_ops.py
+    ;;
+  attention)
+    # Issue 19: the fused attention kernel beside the composed form and PyTorch's SDPA.
+    t timeout 150 .device/run kiln_attention_ops
+    t timeout 150 python3 .device/peers/torch_attention.py
+    ;;
+  half)
+    # Issue 18: half matmul and every element-wise op beside PyTorch (the first rows of ops).
+    t timeout 100 .device/run kiln_half_matmul --runs 20 4096 8192
+    t timeout 100 python3 .device/peers/torch_matmul.py cuda-half
+    t timeout 150 .device/run kiln_elementwise_ops
+    t timeout 150 python3 .device/peers/torch_elementwise_ops.py
+    ;;
+  cpu)
+    # Issue 16: the CPU BLAS as installed on the GPU machine's host.
+    t timeout 120 .device/run kiln bench --device cpu --runs 50 --processes 1
     ;;
   quick)
     # What changed since the last full run, when device time is short: autodiff (recipes, the

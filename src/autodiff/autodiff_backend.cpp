@@ -1,6 +1,8 @@
 // Recording calls that need a gradient.
 #include "autodiff/autodiff_backend.hpp"
 
+#include <array>
+
 #include "autodiff/nodes.hpp"
 #include "ir/derivative.hpp"
 
@@ -93,6 +95,26 @@ void Autodiff::order(detail::OrderOp op, const detail::TensorImpl& x,
   auto node = order_node(op, x, params, indices ? &**indices : nullptr);
   finish(node, device());
   attach(node, 0, *values);  // the indices (i32) carry no gradient
+}
+
+bool Autodiff::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                         const detail::TensorImpl& v, const detail::AttentionParams& params,
+                         detail::Out o, std::optional<detail::Out> lse) {
+  const std::array<bool, 3> want = {needs(q), needs(k), needs(v)};
+  if ((!want[0] && !want[1] && !want[2]) || !grad_enabled() || !ir::differentiable(o->dtype))
+    return inner().attention(q, k, v, params, o, lse);
+  // Checked before lse's shape is read from q's.
+  detail::check_attention_call(q, k, v, params, *o, lse ? &**lse : nullptr);
+  detail::Handle made;
+  if (!lse) {
+    made = empty({q.shape[0], q.shape[1], q.shape[2]}, DType::f32);
+    lse.emplace(*made);
+  }
+  if (!inner().attention(q, k, v, params, o, lse)) return false;
+  auto node = attention_node(q, k, v, *o, **lse, params, want);
+  finish(node, device());
+  attach(node, 0, *o);  // lse carries no gradient
+  return true;
 }
 
 std::vector<detail::BackendFeature> Autodiff::features() const {

@@ -6,8 +6,9 @@
 // costs one check per input. Backward (engine.hpp) issues ordinary calls on this chain with
 // grad mode off, so its element-wise work goes through the fusion decorator like forward work.
 //
-// Recorded: elementwise, reduce, matmul, index, rows, order. random and upload make tensors that
-// need no gradient.
+// Recorded: elementwise, reduce, matmul, index, rows, order, attention (where the backend ran it;
+// when it declines, the caller composes the attention from calls that record themselves). random
+// and upload make tensors that need no gradient.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -17,7 +18,7 @@ namespace kiln::autodiff {
 class Autodiff final : public detail::Decorator {
  public:
   explicit Autodiff(detail::Backend& inner) : Decorator("autodiff", inner) {}
-  static_assert(detail::kBackendInterfaceVersion == 6);
+  static_assert(detail::kBackendInterfaceVersion == 7);
 
   void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
                    std::span<const double> scalars, detail::Outs outputs) override;
@@ -30,6 +31,11 @@ class Autodiff final : public detail::Decorator {
             detail::Out y, const detail::RowStats& stats) override;
   void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
              detail::Out values, std::optional<detail::Out> indices) override;
+  // Asks the call for lse (allocating it where the caller did not) when it records, so that
+  // backward recomputes the probabilities instead of keeping them.
+  bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                 const detail::TensorImpl& v, const detail::AttentionParams& params, detail::Out o,
+                 std::optional<detail::Out> lse) override;
   std::vector<detail::BackendFeature> features() const override;
 };
 

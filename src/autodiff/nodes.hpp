@@ -1,6 +1,7 @@
 // The recorded ops, one Node type per backend call that has a gradient.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <span>
@@ -39,6 +40,23 @@ std::shared_ptr<Node> rows_node(detail::RowOp op, const TensorImpl& x,
 // cumsum of the gradient) over the last dim (order_node.cpp); indices is null for cumsum.
 std::shared_ptr<Node> order_node(detail::OrderOp op, const TensorImpl& x,
                                  const detail::OrderParams& params, const TensorImpl* indices);
+
+// Backend::attention (attention_node.cpp): keeps q, k, v, lse and (weakly) o, never a T x T
+// tensor; backward is attention_backward. want: whether q, k, v take a gradient.
+std::shared_ptr<Node> attention_node(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                                     const TensorImpl& o, const TensorImpl& lse,
+                                     const detail::AttentionParams& params,
+                                     std::array<bool, 3> want);
+// The gradients of attention's q, k, v (null where not wanted), of their shapes and dtypes, from
+// the forward's o and lse and o's gradient dout, composed from calls on be (matmul, element-wise
+// programs, a row sum) in f32. One function, so that a backend kernel can replace it.
+struct AttentionGrads {
+  Handle dq, dk, dv;
+};
+AttentionGrads attention_backward(Backend& be, const TensorImpl& q, const TensorImpl& k,
+                                  const TensorImpl& v, const TensorImpl& o, const TensorImpl& dout,
+                                  const TensorImpl& lse, const detail::AttentionParams& params,
+                                  std::array<bool, 3> want = {true, true, true});
 
 // kiln::checkpoint: `region` computed out (a fresh result, whose buffer no recorded op wrote)
 // from `inputs` with recording off; backward runs it again from the saved inputs.

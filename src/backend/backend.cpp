@@ -40,6 +40,8 @@ const char* backend_op_name(BackendOp op) {
       return "rows";
     case BackendOp::order:
       return "order";
+    case BackendOp::attention:
+      return "attention";
   }
   return "?";
 }
@@ -53,6 +55,7 @@ bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
       return true;
     case BackendOp::rows:  // the floating dtypes: f32, bf16, f16
     case BackendOp::matmul:
+    case BackendOp::attention:
       for (DType t : dtypes)
         if (!is_floating(t)) return false;
       return true;

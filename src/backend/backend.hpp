@@ -171,12 +171,49 @@ inline bool order_op_has_indices(OrderOp op) { return op != OrderOp::cumsum; }
 std::int64_t check_order_call(OrderOp op, const TensorImpl& x, const OrderParams& params,
                               const TensorImpl& values, const TensorImpl* indices);
 
+// Scaled dot-product attention, one backend call (Backend::attention, version 7): for every
+// (b, h), with s[i, j] = scale * q[b,h,i,:] . k[b,h,j,:] (and s[i, j] = -inf for j > i when causal:
+// the top-left aligned mask of PyTorch's is_causal),
+//   o[b,h,i,:]  = sum_j softmax_j(s[i, :]) v[b,h,j,:]
+//   lse[b,h,i]  = log sum_j exp(s[i, j])      (natural log; the backward pass recomputes the
+//                                               probabilities from it: p = exp(s - lse))
+// computed in f32 or wider whatever the dtype (bf16, f16 products may use tensor cores with f32
+// accumulation; f32 ones follow float32_matmul_precision, as matmul), o rounded once. The T x T
+// scores are never written. Tk == 0 gives o = 0 and lse = -inf.
+struct AttentionParams {
+  bool causal = false;
+  double scale = 1.0;
+};
+// Throws (DTypeError, ShapeError, ValueError) unless attention(q, k, v, params, o, lse) meets
+// Backend::attention's contract (src/backend/attention_contract.cpp states it in full).
+void check_attention_call(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                          const AttentionParams& params, const TensorImpl& o,
+                          const TensorImpl* lse);
+// Throws likewise unless attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv) meets
+// Backend::attention_backward's contract: q, k, v, o as attention's (o may have any strides with a
+// unit-stride last dim); dout o's shape and dtype, a unit-stride last dim; lse contiguous f32
+// [B, H, Tq]; dq, dk, dv contiguous, of q's, k's and v's shapes and q's dtype.
+void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                                   const TensorImpl& o, const TensorImpl& dout,
+                                   const TensorImpl& lse, const AttentionParams& params,
+                                   const TensorImpl& dq, const TensorImpl& dk,
+                                   const TensorImpl& dv);
+
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 6)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 6;
+// (static_assert(kBackendInterfaceVersion == 7)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 7;
 
 // The kinds of call `supports` is asked about.
-enum class BackendOp : std::uint8_t { elementwise, reduce, matmul, random, index, rows, order };
+enum class BackendOp : std::uint8_t {
+  elementwise,
+  reduce,
+  matmul,
+  random,
+  index,
+  rows,
+  order,
+  attention
+};
 const char* backend_op_name(BackendOp op);
 
 // What the CPU and CUDA backends run today (each answers supports() with it until their dtypes
@@ -247,6 +284,28 @@ class Backend {
   virtual void order(OrderOp op, const TensorImpl& x, const OrderParams& params, Out values,
                      std::optional<Out> indices) = 0;
 
+  // Scaled dot-product attention (see AttentionParams; version 7): q [B, H, Tq, D], k and v
+  // [B, H, Tk, D] of one floating dtype, each with a unit-stride last dim and any non-negative
+  // strides on the others (the heads of a fused qkv projection are read in place); o contiguous,
+  // of q's shape and dtype; lse, when given, contiguous f32 [B, H, Tq]. Returns false, writing
+  // nothing, when this backend has no kernel for the shape (a head dim it does not handle), so
+  // that the caller composes the attention from other calls instead. Neither syncs nor reads back.
+  virtual bool attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                         const AttentionParams& params, Out o, std::optional<Out> lse) = 0;
+  // attention's gradients from its output o, the gradient dout of o and the lse the forward wrote:
+  // with P = exp(s - lse) (0 where masked) and delta_i = sum_d dout[i, d] o[i, d],
+  //   dv = P^T dout,  dS = P (dout v^T - delta),  dq = scale dS k,  dk = scale dS^T q.
+  // Returns false, writing nothing, where this backend has no kernel for the call (the default),
+  // and the caller (autodiff) composes the gradients from other calls.
+  virtual bool attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                                  const TensorImpl& o, const TensorImpl& dout,
+                                  const TensorImpl& lse, const AttentionParams& params, Out dq,
+                                  Out dk, Out dv) {
+    (void)q, (void)k, (void)v, (void)o, (void)dout, (void)lse, (void)params, (void)dq, (void)dk,
+        (void)dv;
+    return false;
+  }
+
   // Waits for every op queued on this device.
   virtual void sync() = 0;
   // Runs what this layer has recorded and not run yet (nothing, for a backend that runs each
@@ -255,7 +314,7 @@ class Backend {
 
   // Whether this backend runs `op` with operands of these dtypes (elementwise: every dtype the
   // program reads or writes; reduce: the input's; matmul: a's and b's; random: the output's;
-  // index: x's, the data dtype; rows: x's; order: x's).
+  // index: x's, the data dtype; rows: x's; order: x's; attention: q's).
   // The front end asks it instead of knowing each backend's dtypes.
   virtual bool supports(BackendOp op, std::span<const DType> dtypes) const = 0;
   // This layer's facts (a decorator's own, not its inner's).
@@ -302,6 +361,15 @@ class Decorator : public Backend {
   void order(OrderOp op, const TensorImpl& x, const OrderParams& params, Out values,
              std::optional<Out> indices) override {
     inner_.order(op, x, params, values, indices);
+  }
+  bool attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                 const AttentionParams& params, Out o, std::optional<Out> lse) override {
+    return inner_.attention(q, k, v, params, o, lse);
+  }
+  bool attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                          const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
+                          const AttentionParams& params, Out dq, Out dk, Out dv) override {
+    return inner_.attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv);
   }
   void sync() override { inner_.sync(); }
   void flush() override { inner_.flush(); }

@@ -97,6 +97,13 @@ void CpuBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
   cpu::order(op, x, params, *values, indices ? &**indices : nullptr);
 }
 
+bool CpuBackend::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                           const detail::TensorImpl& v, const detail::AttentionParams& params,
+                           detail::Out o, std::optional<detail::Out> lse) {
+  cpu::attention(q, k, v, params, *o, lse ? &**lse : nullptr, live_kernels());
+  return true;  // every shape: the CPU needs no head-dim limit
+}
+
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

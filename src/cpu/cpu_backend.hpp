@@ -7,7 +7,7 @@ namespace kiln::cpu {
 
 class CpuBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 6);
+  static_assert(detail::kBackendInterfaceVersion == 7);
   std::string name() const override;  // "cpu<avx2>", "cpu<scalar>"
   Device device() const override { return Device::cpu(); }
   std::uint64_t memory_capacity() const override;
@@ -28,6 +28,9 @@ class CpuBackend final : public detail::Backend {
             detail::Out y, const detail::RowStats& stats) override;
   void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
              detail::Out values, std::optional<detail::Out> indices) override;
+  bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                 const detail::TensorImpl& v, const detail::AttentionParams& params, detail::Out o,
+                 std::optional<detail::Out> lse) override;
   void sync() override {}  // CPU ops run to completion on the calling thread
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The SIMD target, the thread limit, the BLAS and the kernels it picked for this CPU.

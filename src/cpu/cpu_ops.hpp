@@ -26,5 +26,11 @@ void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams
 // order.cpp: Backend::order, synchronous; indices is null for cumsum.
 void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
            const detail::TensorImpl& values, const detail::TensorImpl* indices);
+// attention.cpp: Backend::attention, blockwise with sgemm, the kernel table's exp and half
+// conversions; lse is null when not asked for.
+void attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+               const detail::TensorImpl& v, const detail::AttentionParams& params,
+               const detail::TensorImpl& o, const detail::TensorImpl* lse,
+               const KernelTable& kernels);
 
 }  // namespace kiln::cpu

@@ -91,6 +91,21 @@ void CudaBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
   cuda::order(ctx_, op, x, params, *values, indices ? &**indices : nullptr);
 }
 
+bool CudaBackend::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                            const detail::TensorImpl& v, const detail::AttentionParams& params,
+                            detail::Out o, std::optional<detail::Out> lse) {
+  return cuda::attention(ctx_, q, k, v, params, *o, lse ? &**lse : nullptr);
+}
+
+bool CudaBackend::attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                                     const detail::TensorImpl& v, const detail::TensorImpl& o,
+                                     const detail::TensorImpl& dout,
+                                     const detail::TensorImpl& lse,
+                                     const detail::AttentionParams& params, detail::Out dq,
+                                     detail::Out dk, detail::Out dv) {
+  return cuda::attention_backward(ctx_, q, k, v, o, dout, lse, params, *dq, *dk, *dv);
+}
+
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

@@ -12,7 +12,7 @@ namespace kiln::cuda {
 
 class CudaBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 6);
+  static_assert(detail::kBackendInterfaceVersion == 7);
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
   Device device() const override { return ctx_.device; }
@@ -34,6 +34,14 @@ class CudaBackend final : public detail::Backend {
             detail::Out y, const detail::RowStats& stats) override;
   void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
              detail::Out values, std::optional<detail::Out> indices) override;
+  bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                 const detail::TensorImpl& v, const detail::AttentionParams& params, detail::Out o,
+                 std::optional<detail::Out> lse) override;
+  bool attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                          const detail::TensorImpl& v, const detail::TensorImpl& o,
+                          const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                          const detail::AttentionParams& params, detail::Out dq, detail::Out dk,
+                          detail::Out dv) override;
   void sync() override;
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The GPU, its architecture and memory, and the CUDA libraries kiln runs with.

@@ -66,4 +66,23 @@ void rows(Context& ctx, detail::RowOp op, const TensorImpl& x, const detail::Row
 void order(Context& ctx, detail::OrderOp op, const TensorImpl& x, const detail::OrderParams& params,
            const TensorImpl& values, const TensorImpl* indices);
 
+// attention.cpp: Backend::attention, flash-style (kernels/attention.cuh: online softmax over tiles
+// of keys held in shared memory, the scores never written), queued without a host sync; false
+// for a head dim it has no kernel for.
+bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+               const detail::AttentionParams& params, const TensorImpl& o, const TensorImpl* lse);
+// attention.cpp: Backend::attention_backward (kernels/attention_backward.cuh: a dq kernel, then a
+// dk/dv kernel), queued without a host sync; false where the forward has no kernel, and for f32
+// head dims over 64 (the key-major kernel's registers would spill).
+bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k,
+                        const TensorImpl& v, const TensorImpl& o, const TensorImpl& dout,
+                        const TensorImpl& lse, const detail::AttentionParams& params,
+                        const TensorImpl& dq, const TensorImpl& dk, const TensorImpl& dv);
+// Whether a kernel exists for dtype t and head dim d (f32: under the current matmul precision),
+// and its name and source (the NVRTC compile test builds them all).
+bool attention_kernel_available(DType t, std::int64_t d);
+// pass: "fwd" (the forward's source), "dq" or "dkv" (the backward's, one source for both).
+std::string attention_kernel_name(DType t, int d, const char* pass);
+const std::string& attention_source(DType t, int d, bool backward);
+
 }  // namespace kiln::cuda

@@ -1,10 +1,13 @@
-// kiln::scaled_dot_product_attention by composition: the [B, H] pairs fold into one batch dim so
-// that the rank-3 batched matmul serves, the causal mask is a triu of a bool [Tq, Tk] broadcast
-// over the batch, and softmax runs over the keys. Every step is a recorded op, so backward comes
-// from autodiff; a fused kernel will replace this body behind the same signature. Under an
-// autocast guard (kiln/autocast.hpp) it is on the lower-precision list: q, k and v are cast to the
-// guard's dtype on entry, the products run in it, softmax (on the f32 list) in f32, and the
-// result has the guard's dtype.
+// kiln::scaled_dot_product_attention: one Backend::attention call on the device's chain, which
+// reads the heads in place (any strides but a unit last one: the heads of a fused qkv projection
+// cost no copy) and never writes the T x T scores; the autodiff decorator records it with what its
+// backward needs (q, k, v, o and the per-row logsumexp it asks the call for). Where the backend
+// declines (no kernel for this head dim), the attention is composed instead: the [B, H] pairs fold
+// into one batch dim so that the rank-3 batched matmul serves, the causal mask is a triu of a bool
+// [Tq, Tk] broadcast over the batch, and softmax runs over the keys, each step a recorded op.
+// Under an autocast guard (kiln/autocast.hpp) it is on the lower-precision list: q, k and v are
+// cast to the guard's dtype on entry and the result has it (the kernel computes its softmax in
+// f32, as the composition's f32-listed softmax does).
 #include "kiln/attention.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +16,7 @@
 #include <limits>
 #include <string>
 
+#include "frontend/ops_common.hpp"
 #include "kiln/autocast.hpp"
 #include "kiln/error.hpp"
 
@@ -43,6 +47,28 @@ Tensor<3> fold(const Tensor<4>& t) {
   return t.contiguous().reshape({s[0] * s[1], s[2], s[3]});
 }
 
+// The backend's kernel: o, or nothing where the chain declines. Heads whose last dim is strided
+// (a transposed head) are copied first, as the call wants rows of unit stride.
+std::optional<Tensor<4>> run_kernel(const Tensor<4>& q_in, const Tensor<4>& k_in,
+                                    const Tensor<4>& v_in, bool causal, double scale) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  const Device device =
+      detail::common_device(op, {&q_in.handle(op), &k_in.handle(op), &v_in.handle(op)});
+  detail::Backend& be = detail::backend_of(device);
+  const DType dtype[] = {q_in.dtype()};
+  if (!be.supports(detail::BackendOp::attention, dtype)) return std::nullopt;
+  auto rows = [](const Tensor<4>& t) {
+    const detail::Handle& h = t.handle("scaled_dot_product_attention");
+    return h->shape[3] <= 1 || h->strides[3] == 1 ? h : detail::contiguous(h);
+  };
+  const detail::Handle q = rows(q_in), k = rows(k_in), v = rows(v_in);
+  const detail::Handle o = detail::allocate(op, be, q->shape, q->dtype);
+  if (!be.attention(*q, *k, *v, detail::AttentionParams{causal, scale}, detail::Out(*o),
+                    std::nullopt))
+    return std::nullopt;
+  return Tensor<4>(o);
+}
+
 }  // namespace
 
 Tensor<4> scaled_dot_product_attention(const Tensor<4>& q_in, const Tensor<4>& k_in,
@@ -55,7 +81,10 @@ Tensor<4> scaled_dot_product_attention(const Tensor<4>& q_in, const Tensor<4>& k
   check(q, k, v);
   const auto qs = q.shape();
   const std::int64_t tk = k.size(2);
-  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(qs[3])));
+  // (D == 0: the scores are empty sums, and o is empty whatever the scale.)
+  const double s = scale.value_or(qs[3] > 0 ? 1.0 / std::sqrt(static_cast<double>(qs[3])) : 1.0);
+  if (!std::isfinite(s)) throw ValueError(fmt::format("{}: scale must be finite, got {}", op, s));
+  if (auto o = run_kernel(q, k, v, causal, s)) return *o;
   auto scores = matmul(fold(q), fold(k).transpose(1, 2)) * static_cast<float>(s);
   if (causal) {
     const auto above = Tensor<2>::ones({qs[2], tk}, DType::boolean, q.device()).triu(1);

@@ -175,6 +175,31 @@ void Fusion::rows(detail::RowOp op, const detail::TensorImpl& x, const detail::R
   inner().rows(op, x, params, y, stats);
 }
 
+bool Fusion::attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                       const detail::TensorImpl& v, const detail::AttentionParams& params,
+                       detail::Out o, std::optional<detail::Out> lse) {
+  flush();
+  require_memory(q);
+  require_memory(k);
+  require_memory(v);
+  bind(*o);
+  if (lse) bind(**lse);
+  return inner().attention(q, k, v, params, o, lse);
+}
+
+bool Fusion::attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                                const detail::TensorImpl& v, const detail::TensorImpl& o,
+                                const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                                const detail::AttentionParams& params, detail::Out dq,
+                                detail::Out dk, detail::Out dv) {
+  flush();
+  for (const detail::TensorImpl* t : {&q, &k, &v, &o, &dout, &lse}) require_memory(*t);
+  bind(*dq);
+  bind(*dk);
+  bind(*dv);
+  return inner().attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv);
+}
+
 void Fusion::order(detail::OrderOp op, const detail::TensorImpl& x,
                    const detail::OrderParams& params, detail::Out values,
                    std::optional<detail::Out> indices) {

@@ -28,7 +28,7 @@ namespace kiln::fusion {
 
 class Fusion final : public detail::Decorator {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 6);
+  static_assert(detail::kBackendInterfaceVersion == 7);
   explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
   detail::Handle empty(const Dims& shape, DType dtype) override;
@@ -50,6 +50,15 @@ class Fusion final : public detail::Decorator {
   // Closes the open group too: sort, scan and the indexed max/min read whole rows of x.
   void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
              detail::Out values, std::optional<detail::Out> indices) override;
+  // Closes the open group too: attention reads whole rows of q, k and v.
+  bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                 const detail::TensorImpl& v, const detail::AttentionParams& params, detail::Out o,
+                 std::optional<detail::Out> lse) override;
+  bool attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                          const detail::TensorImpl& v, const detail::TensorImpl& o,
+                          const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                          const detail::AttentionParams& params, detail::Out dq, detail::Out dk,
+                          detail::Out dv) override;
   void sync() override;
   // Runs the open group, if any.
   void flush() override;

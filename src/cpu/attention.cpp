@@ -1,0 +1,184 @@
+// The CPU's scaled dot-product attention (Backend::attention), blockwise as a flash kernel is:
+// a task takes one (b, h) and a block of up to kBlock queries, computes that block's scores
+// [rows, Tk] with the BLAS's sgemm (the scale as its alpha), takes each row's softmax in f32 in
+// place (max, exp with the kernel table, the sum in double), writes lse = max + log(sum), and
+// multiplies the unnormalised probabilities by v with a second sgemm, dividing each output row by
+// its sum and rounding o once. Only one block of scores per task exists at a time, never the
+// B * H * Tq * Tk of them. A causal block stops at its last query's key: the keys after it are
+// masked for every row of the block, so neither product reads them.
+//
+// Operands: an f32 (b, h) slab whose rows sgemm can describe (a unit last stride and a row stride
+// no smaller than D: contiguous heads, or heads cut from a fused qkv projection) is read in place;
+// any other (a half type, a broadcast row) is converted or copied into the task's f32 scratch.
+// The tasks split over kiln's threads with the BLAS single-threaded inside them (one task alone
+// gives the BLAS the threads instead).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/blas_library.hpp"
+#include "cpu/cpu_ops.hpp"
+#include "cpu/parallel.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using detail::TensorImpl;
+
+// Queries per task: a block of scores of 64 rows stays in L2 for key counts up to a few thousand,
+// and 64 rows keep sgemm's kernels busy.
+constexpr std::int64_t kBlock = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// An f32 matrix as sgemm reads it: rows at p + r * ld, unit stride within a row.
+struct Mat {
+  const float* p;
+  std::int64_t ld;
+};
+
+// Rows [r0, r0 + n) of t's (b, h) slab, D = t.shape[3] wide: in place where sgemm can read them,
+// else an f32 copy in scratch (n * D floats).
+Mat slab_rows(const TensorImpl& t, std::int64_t b, std::int64_t h, std::int64_t r0, std::int64_t n,
+              std::vector<float>& scratch, const KernelTable& k) {
+  const std::int64_t d = t.shape[3];
+  const std::size_t size = dtype_size(t.dtype);
+  const char* base =
+      static_cast<const char*>(t.data()) +
+      static_cast<std::size_t>(b * t.strides[0] + h * t.strides[1] + r0 * t.strides[2]) * size;
+  const std::int64_t rs = t.strides[2];
+  if (d == 0) return {nullptr, 1};  // (no product reads it: the scores are zeros)
+  if (t.dtype == DType::f32 && (n <= 1 || (rs >= d && rs <= INT_MAX)))
+    return {reinterpret_cast<const float*>(base), n <= 1 ? d : rs};
+  scratch.resize(static_cast<std::size_t>(n * d));
+  for (std::int64_t r = 0; r < n; ++r) {
+    const char* row = base + static_cast<std::size_t>(r * rs) * size;
+    float* dst = scratch.data() + r * d;
+    if (t.dtype == DType::f32) {
+      std::memcpy(dst, row, static_cast<std::size_t>(d) * sizeof(float));
+    } else {
+      k.half_to_f32(t.dtype, reinterpret_cast<const std::uint16_t*>(row), dst,
+                    static_cast<std::size_t>(d));
+    }
+  }
+  return {scratch.data(), std::max<std::int64_t>(d, 1)};
+}
+
+struct Job {
+  const TensorImpl &q, &k, &v, &o;
+  float* lse;  // null when not asked for
+  bool causal;
+  float scale;
+  std::int64_t blocks;  // query blocks per (b, h)
+  const KernelTable& kernels;
+};
+
+// The per-task buffers, reused across the tasks of one thread's range.
+struct Scratch {
+  std::vector<float> q, k, v, s, o;
+};
+
+// Row i's softmax numerator over its n visible scores (in place: e = exp(s - max)), the masked
+// tail [n, width) zeroed; returns the sum of e and sets max.
+double softmax_row(float* s, std::int64_t n, std::int64_t width, float& max, const KernelTable& k) {
+  float m = kNegInf;
+  for (std::int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+  max = m;
+  const auto un = static_cast<std::size_t>(n);
+  k.binary(ir::Op::sub, DType::f32, Lanes{s}, Lanes{&m, true}, s, un);
+  k.unary(ir::Op::exp, DType::f32, DType::f32, Lanes{s}, s, un);
+  std::fill(s + n, s + width, 0.0f);
+  double lane[8] = {};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += s[j + l];
+  double t =
+      ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  for (; j < n; ++j) t += s[j];
+  return t;
+}
+
+void task(const Job& j, std::int64_t t, Scratch& w) {
+  const BlasLibrary& lib = blas();
+  const std::int64_t heads = j.q.shape[1], tq = j.q.shape[2], d = j.q.shape[3];
+  const std::int64_t bh = t / j.blocks, b = bh / heads, h = bh % heads;
+  const std::int64_t i0 = (t % j.blocks) * kBlock, rows = std::min(kBlock, tq - i0);
+  // The keys any row of this block sees.
+  const std::int64_t tk = j.causal ? std::min(j.k.shape[2], i0 + rows) : j.k.shape[2];
+
+  const Mat q = slab_rows(j.q, b, h, i0, rows, w.q, j.kernels);
+  const Mat k = slab_rows(j.k, b, h, 0, tk, w.k, j.kernels);
+  const Mat v = slab_rows(j.v, b, h, 0, tk, w.v, j.kernels);
+  w.s.resize(static_cast<std::size_t>(rows * tk));
+  if (d == 0) {
+    std::fill(w.s.begin(), w.s.end(), 0.0f);  // empty dot products (sgemm wants k >= 1)
+  } else {
+    lib.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(tk),
+              static_cast<int>(d), j.scale, q.p, static_cast<int>(q.ld), k.p,
+              static_cast<int>(k.ld), 0.0f, w.s.data(), static_cast<int>(tk));
+  }
+  std::vector<double> inv(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t visible = j.causal ? std::min(tk, i0 + r + 1) : tk;
+    float m = 0;
+    const double sum = softmax_row(w.s.data() + r * tk, visible, tk, m, j.kernels);
+    inv[static_cast<std::size_t>(r)] = 1.0 / sum;
+    if (j.lse) j.lse[bh * tq + i0 + r] = static_cast<float>(static_cast<double>(m) + std::log(sum));
+  }
+  if (d == 0) return;
+  const std::size_t size = dtype_size(j.o.dtype);
+  char* dst = static_cast<char*>(j.o.data()) + static_cast<std::size_t>((bh * tq + i0) * d) * size;
+  const bool direct = j.o.dtype == DType::f32;
+  if (!direct) w.o.resize(static_cast<std::size_t>(rows * d));
+  float* out = direct ? reinterpret_cast<float*>(dst) : w.o.data();
+  lib.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(d),
+            static_cast<int>(tk), 1.0f, w.s.data(), static_cast<int>(tk), v.p,
+            static_cast<int>(v.ld), 0.0f, out, static_cast<int>(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float f = static_cast<float>(inv[static_cast<std::size_t>(r)]);
+    j.kernels.binary(ir::Op::mul, DType::f32, Lanes{out + r * d}, Lanes{&f, true}, out + r * d,
+                     static_cast<std::size_t>(d));
+  }
+  if (!direct)
+    j.kernels.f32_to_half(j.o.dtype, out, reinterpret_cast<std::uint16_t*>(dst),
+                          static_cast<std::size_t>(rows * d));
+}
+
+// Tk == 0: no key to attend to, o = 0 and lse = -inf.
+void no_keys(const TensorImpl& o, float* lse) {
+  std::memset(o.data(), 0, static_cast<std::size_t>(o.numel()) * dtype_size(o.dtype));
+  if (lse) std::fill(lse, lse + o.shape[0] * o.shape[1] * o.shape[2], kNegInf);
+}
+
+}  // namespace
+
+void attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+               const detail::AttentionParams& params, const TensorImpl& o, const TensorImpl* lse,
+               const KernelTable& kernels) {
+  detail::check_attention_call(q, k, v, params, o, lse);
+  const std::int64_t batch = q.shape[0], heads = q.shape[1], tq = q.shape[2], tk = k.shape[2];
+  float* l = lse ? static_cast<float*>(lse->data()) : nullptr;
+  if (batch * heads * tq == 0) return;
+  if (tk == 0) return no_keys(o, l);
+  if (tk > INT_MAX || q.shape[3] > INT_MAX) {
+    throw ValueError("attention: " + format_dims(q.shape) + " x " + format_dims(k.shape) +
+                     ": a dimension exceeds the BLAS's 32-bit int");
+  }
+  const BlasLibrary& lib = blas();
+  if (lib.sgemm == nullptr) {
+    throw DeviceError("attention: CPU attention needs a CBLAS, and " + lib.name +
+                      " cannot be loaded: " + lib.error);
+  }
+  const std::int64_t blocks = (tq + kBlock - 1) / kBlock, tasks = batch * heads * blocks;
+  const Job job{q, k, v, o, l, params.causal, static_cast<float>(params.scale), blocks, kernels};
+  set_blas_threads(tasks == 1 ? thread_count() : 1);
+  parallel_for(tasks, 1, [&job](std::int64_t begin, std::int64_t end) {
+    Scratch w;
+    for (std::int64_t t = begin; t < end; ++t) task(job, t, w);
+  });
+}
+
+}  // namespace kiln::cpu

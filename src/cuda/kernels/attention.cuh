@@ -1,0 +1,333 @@
+// kiln attention: the device side of Backend::attention, flash-style (online softmax over tiles of
+// keys; the T x T scores live in registers only).
+//
+// CUDA C compiled by NVRTC at run time, never by the host compiler: cmake/KilnEmbed.cmake embeds
+// this file's bytes in kiln, and src/cuda/attention.cpp makes one source per dtype and head dim of
+// the element-wise prelude (kiln::bf16, kiln::f16), this file and one extern "C" entry point.
+//
+// One block of 4 warps per 64 queries of one (b, h); warp w owns queries q0 + 16w .. + 15. The
+// products run on tensor cores with mma.sync: bf16 and f16 as m16n8k16 (f32 accumulation), f32 as
+// TF32 m16n8k8. A thread holds its rows' q fragments in registers for the whole kernel; K and V
+// tiles of BN keys are staged in shared memory (rows padded so that fragment reads hit 32 banks).
+// Per tile: S = q k^T (fragments in the mma C layout), then s2 = S * scale * log2(e), masked to
+// -inf beyond Tk and, causal, for key > query; the running row max m and sum l (l kept per thread
+// over its own columns, summed across the quad at the end), the accumulator rescaled by
+// exp2(m_old - m_new), and P = exp2(s2 - m) multiplied into V straight from the registers that
+// hold it (the C layout of two n8 tiles is the A layout of a k16 step; for TF32 the keys of a k8
+// step are taken in the order the C layout holds them, 2t and 2t + 1 for columns t and t + 4,
+// and V's rows in the same order). o = acc / l, rounded once; lse = (m + log2 l) ln 2. A row with
+// no key (Tk == 0) gets o = 0 and lse = -inf.
+namespace ka {
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+template <class T>
+struct Traits;  // kHalf: 16-bit storage; K: the k extent of one mma
+
+template <>
+struct Traits<float> {
+  static constexpr bool kHalf = false;
+  static constexpr int K = 8;
+  using Smem = float;
+};
+template <>
+struct Traits<kiln::bf16> {
+  static constexpr bool kHalf = true;
+  static constexpr int K = 16;
+  using Smem = unsigned short;
+};
+template <>
+struct Traits<kiln::f16> {
+  static constexpr bool kHalf = true;
+  static constexpr int K = 16;
+  using Smem = unsigned short;
+};
+
+__device__ __forceinline__ unsigned tf32(float f) {
+  unsigned u;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(f));
+  return u;
+}
+
+// Two values rounded to T and packed, the first in the low half (the lower k index).
+__device__ __forceinline__ unsigned pack(kiln::bf16, float lo, float hi) {
+  return (unsigned)kiln::to_bf16(lo).bits | ((unsigned)kiln::to_bf16(hi).bits << 16);
+}
+__device__ __forceinline__ unsigned pack(kiln::f16, float lo, float hi) {
+  return (unsigned)kiln::to_f16(lo).bits | ((unsigned)kiln::to_f16(hi).bits << 16);
+}
+
+__device__ __forceinline__ void mma(kiln::bf16, float* c, const unsigned* a, unsigned b0,
+                                    unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma(kiln::f16, float* c, const unsigned* a, unsigned b0,
+                                    unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma(float, float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Rows [t0, t0 + rows) of one (b, h) of a [.., T, D] operand into shared memory (row stride P
+// elements), 16 bytes a load; rows at or beyond T are zeros.
+template <class T, int D, int P>
+__device__ __forceinline__ void stage(typename Traits<T>::Smem* dst, const T* base,
+                                      long long stride_t, long long t0, long long t, int rows) {
+  constexpr int kChunks = D * (int)sizeof(T) / 16;  // 16-byte loads per row
+  for (int c = threadIdx.x; c < rows * kChunks; c += blockDim.x) {
+    const int r = c / kChunks, j = c % kChunks;
+    uint4 u = make_uint4(0, 0, 0, 0);
+    if (t0 + r < t)
+      u = __ldg(reinterpret_cast<const uint4*>(base + (t0 + r) * stride_t) + j);
+    *reinterpret_cast<uint4*>(dst + r * P + j * (16 / (int)sizeof(T))) = u;
+  }
+}
+
+// The 32-bit word holding elements (row, col) and (row, col + 1) of a staged 16-bit tile.
+__device__ __forceinline__ unsigned word(const unsigned short* s, int p, int row, int col) {
+  return *reinterpret_cast<const unsigned*>(s + row * p + col);
+}
+__device__ __forceinline__ unsigned join(unsigned short lo, unsigned short hi) {
+  return (unsigned)lo | ((unsigned)hi << 16);
+}
+
+// The padded row of a staged tile, in elements: 16 bytes more than D, so that the fragment reads
+// of 8 rows at one column fall in 32 different banks.
+template <class T, int D>
+__host__ __device__ constexpr int padded() {
+  return D + 16 / (int)sizeof(T);
+}
+
+// The A fragments (mma row layout) of rows r0 .. r0 + 15 of a [T, D] operand (row stride st,
+// unit column stride) over all of D, D / K steps of 4 registers; rows at or beyond t are zeros.
+template <class T, int D>
+__device__ __forceinline__ void load_a(unsigned (&a)[D / Traits<T>::K][4], const T* base,
+                                       long long st, long long r0, long long t) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const long long ra = r0 + g, rb = r0 + g + 8;
+#pragma unroll
+  for (int kk = 0; kk < D / Traits<T>::K; ++kk) {
+    if constexpr (Traits<T>::kHalf) {
+      const unsigned* pa = reinterpret_cast<const unsigned*>(base + ra * st + kk * 16 + 2 * c);
+      const unsigned* pb = reinterpret_cast<const unsigned*>(base + rb * st + kk * 16 + 2 * c);
+      a[kk][0] = ra < t ? __ldg(pa) : 0u;
+      a[kk][1] = rb < t ? __ldg(pb) : 0u;
+      a[kk][2] = ra < t ? __ldg(pa + 4) : 0u;
+      a[kk][3] = rb < t ? __ldg(pb + 4) : 0u;
+    } else {
+      const float* pa = base + ra * st + kk * 8 + c;
+      const float* pb = base + rb * st + kk * 8 + c;
+      a[kk][0] = ra < t ? tf32(__ldg(pa)) : 0u;
+      a[kk][1] = rb < t ? tf32(__ldg(pb)) : 0u;
+      a[kk][2] = ra < t ? tf32(__ldg(pa + 4)) : 0u;
+      a[kk][3] = rb < t ? tf32(__ldg(pb + 4)) : 0u;
+    }
+  }
+}
+
+// c = A X^T: A the 16 rows of `a` (load_a), X the N rows of a staged tile (its D columns are the
+// k index). c[n] is the n-th n8 tile of the 16 x N product, in the mma C layout.
+template <class T, int D, int N>
+__device__ __forceinline__ void mma_abt(float (&c)[N / 8][4],
+                                        const unsigned (&a)[D / Traits<T>::K][4],
+                                        const typename Traits<T>::Smem* x) {
+  constexpr int P = padded<T, D>();
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n) {
+    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+    const int row = n * 8 + g;
+#pragma unroll
+    for (int kk = 0; kk < D / Traits<T>::K; ++kk) {
+      if constexpr (Traits<T>::kHalf) {
+        mma(T{}, c[n], a[kk], word(x, P, row, kk * 16 + 2 * t),
+            word(x, P, row, kk * 16 + 8 + 2 * t));
+      } else {
+        mma(T{}, c[n], a[kk], tf32(x[row * P + kk * 8 + t]), tf32(x[row * P + kk * 8 + t + 4]));
+      }
+    }
+  }
+}
+
+// acc += C X: C the 16 x N values held in the mma C layout (c, from mma_abt), used as the A
+// operand straight from the registers, X the N x D staged tile. For 16-bit types two n8 tiles of C
+// are one k16 step's A layout; for TF32 the k index t of a k8 step is taken as column 2t of the C
+// tile and t + 4 as 2t + 1 (the order the C layout holds them), and X's rows in the same order.
+template <class T, int D, int N>
+__device__ __forceinline__ void mma_cx(float (&acc)[D / 8][4], const float (&c)[N / 8][4],
+                                       const typename Traits<T>::Smem* x) {
+  constexpr int P = padded<T, D>();
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if constexpr (Traits<T>::kHalf) {
+#pragma unroll
+    for (int kt = 0; kt < N / 16; ++kt) {
+      const unsigned a[4] = {pack(T{}, c[2 * kt][0], c[2 * kt][1]),
+                             pack(T{}, c[2 * kt][2], c[2 * kt][3]),
+                             pack(T{}, c[2 * kt + 1][0], c[2 * kt + 1][1]),
+                             pack(T{}, c[2 * kt + 1][2], c[2 * kt + 1][3])};
+      const int k0 = kt * 16 + 2 * t;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const int col = n * 8 + g;
+        mma(T{}, acc[n], a, join(x[k0 * P + col], x[(k0 + 1) * P + col]),
+            join(x[(k0 + 8) * P + col], x[(k0 + 9) * P + col]));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int kt = 0; kt < N / 8; ++kt) {
+      const unsigned a[4] = {tf32(c[kt][0]), tf32(c[kt][2]), tf32(c[kt][1]), tf32(c[kt][3])};
+      const int k0 = kt * 8 + 2 * t;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const int col = n * 8 + g;
+        mma(T{}, acc[n], a, tf32(x[k0 * P + col]), tf32(x[(k0 + 1) * P + col]));
+      }
+    }
+  }
+}
+
+// Rows r0 .. r0 + 15 of a contiguous [.., D] output from acc (the mma C layout), each row's values
+// times its factor (f[0] for row g, f[1] for row g + 8), rounded once; rows at or beyond t skipped.
+template <class T, int D>
+__device__ __forceinline__ void store_rows(T* out, const float (&acc)[D / 8][4], long long r0,
+                                           long long t, const float (&f)[2]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long row = r0 + g + r * 8;
+    if (row >= t) continue;
+    T* o = out + row * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const float x0 = acc[n][2 * r] * f[r], x1 = acc[n][2 * r + 1] * f[r];
+      if constexpr (Traits<T>::kHalf) {
+        *reinterpret_cast<unsigned*>(o + n * 8 + 2 * c) = pack(T{}, x0, x1);
+      } else {
+        *reinterpret_cast<float2*>(o + n * 8 + 2 * c) = make_float2(x0, x1);
+      }
+    }
+  }
+}
+
+// The strides (elements) of one [B, H, T, D] operand over B, H and T; D's is 1.
+struct Strides {
+  long long b, h, t;
+};
+
+// q, k, v: [B, H, T, D] (strides sq, sk, sv); o contiguous [B, H, Tq, D]; lse f32 [B, H, Tq] or
+// null. scale2 = scale * log2(e).
+template <class T, int D, int BN>
+__device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                        T* __restrict__ o, float* __restrict__ lse, int heads, long long tq,
+                        long long tk, Strides sq, Strides sk, Strides sv, float scale2,
+                        int causal) {
+  using S = typename Traits<T>::Smem;
+  constexpr int P = padded<T, D>();
+  constexpr int NT = BN / 8;  // n8 tiles of scores per key tile
+  constexpr int ND = D / 8;   // n8 tiles of the output
+  __shared__ __align__(16) S ks[BN * P];
+  __shared__ __align__(16) S vs[BN * P];
+
+  // The grid is (query blocks) x (b, h) pairs, the last query blocks first: causal, they see the
+  // most keys, and the short ones then fill the tail.
+  const long long nqb = (tq + 63) / 64, nbh = gridDim.x / nqb;
+  const long long qb = nqb - 1 - (long long)blockIdx.x / nbh;
+  const long long bh = (long long)blockIdx.x % nbh;
+  const long long b = bh / heads, h = bh % heads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long q0 = qb * 64, r0 = q0 + warp * 16;
+  const T* kh = k + b * sk.b + h * sk.h;
+  const T* vh = v + b * sv.b + h * sv.h;
+
+  unsigned qa[D / Traits<T>::K][4];
+  load_a<T, D>(qa, q + b * sq.b + h * sq.h, sq.t, r0, tq);
+  float acc[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
+
+  const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
+  for (long long j0 = 0; j0 < kend; j0 += BN) {
+    __syncthreads();  // the previous tile is read
+    stage<T, D, P>(ks, kh, sk.t, j0, tk, BN);
+    stage<T, D, P>(vs, vh, sv.t, j0, tk, BN);
+    __syncthreads();
+
+    float s[NT][4];
+    mma_abt<T, D, BN>(s, qa, ks);
+    // Scale, mask, and the rows' new maxima.
+    float tile_max[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long key = j0 + n * 8 + 2 * t + (e & 1), row = r0 + g + (e >> 1) * 8;
+        float x = s[n][e] * scale2;
+        if (key >= tk || (causal && key > row)) x = neg_inf();
+        s[n][e] = x;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+      }
+    }
+    float alpha[2], base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float mn = fmaxf(m[r], tile_max[r]);
+      base[r] = mn == neg_inf() ? 0.f : mn;  // a row with no key yet: exp2(-inf - 0) = 0
+      alpha[r] = exp2f(m[r] - base[r]);
+      m[r] = mn;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < ND; ++n) {
+      acc[n][0] *= alpha[0];
+      acc[n][1] *= alpha[0];
+      acc[n][2] *= alpha[1];
+      acc[n][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+        l[e >> 1] += s[n][e];
+      }
+    }
+    mma_cx<T, D, BN>(acc, s, vs);  // acc += P V
+  }
+
+  // Finish the rows: the quad's partial sums, o = acc / l, lse.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+  }
+  store_rows<T, D>(o + bh * tq * D, acc, r0, tq, inv);
+  if (lse && t == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const long long row = r0 + g + r * 8;
+      if (row < tq)
+        lse[bh * tq + row] = l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.69314718055994531f : neg_inf();
+    }
+  }
+}
+
+}  // namespace ka

@@ -1,0 +1,172 @@
+// kiln attention backward: the device side of Backend::attention_backward, after
+// kernels/attention.cuh (whose fragment helpers it uses). Two kernels, no atomics; each
+// recomputes the probabilities from the forward's log-sum-exp, P = exp2(s * scale2 - lse2) (0
+// where masked), never writing a T x T tensor. With delta_i = sum_d dO[i, d] o[i, d]:
+//   dq kernel   one block per 64 queries of one (b, h), as the forward: over key tiles,
+//               S = q k^T and dP = dO v^T (mma_abt), dS = P (dP - delta), dq += dS k (mma_cx);
+//               dq = scale dq. It writes delta first (each warp for its 16 rows), for the other.
+//   dkv kernel  one block per 64 keys of one (b, h): over query tiles (causal: from the key
+//               block's first query on), S^T = k q^T and dP^T = v dO^T, P^T and
+//               dS^T = P^T (dP^T - delta), dv += P^T dO and dk += dS^T q; dk = scale dk.
+// The dkv kernel reads delta, so it is queued after the dq kernel on the same stream. Every
+// product runs on tensor cores as the forward's (bf16/f16 m16n8k16, f32 as TF32), f32
+// accumulation; the P and dS operands are rounded to the operand type as the forward's P is.
+namespace ka {
+
+__device__ __forceinline__ float value(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float value(const kiln::bf16* p) { return kiln::to_f32(kiln::ldg(p)); }
+__device__ __forceinline__ float value(const kiln::f16* p) { return kiln::to_f32(kiln::ldg(p)); }
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// delta of rows r0 .. r0 + 15 (this warp's): written to delta[r] and returned for this thread's
+// rows g and g + 8 of the mma layout.
+template <class T, int D>
+__device__ __forceinline__ void row_deltas(const T* dout, long long sdo, const T* o, long long so,
+                                           long long r0, long long t, float* delta, float (&mine)[2]) {
+  const int lane = threadIdx.x % 32, g = lane / 4;
+  for (int r = 0; r < 16; ++r) {
+    const long long row = r0 + r;
+    float x = 0.f;
+    if (row < t)
+      for (int d = lane; d < D; d += 32) x += value(dout + row * sdo + d) * value(o + row * so + d);
+#pragma unroll
+    for (int w = 16; w > 0; w /= 2) x += __shfl_xor_sync(0xffffffffu, x, w);
+    if (r == g) mine[0] = x;
+    if (r == g + 8) mine[1] = x;
+    if (lane == 0 && row < t) delta[row] = x;
+  }
+}
+
+template <class T, int D, int BN>
+__device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
+                            const T* __restrict__ v, const T* __restrict__ o,
+                            const T* __restrict__ dout, const float* __restrict__ lse,
+                            T* __restrict__ dq, float* __restrict__ delta, int heads,
+                            long long tq, long long tk, Strides sq, Strides sk, Strides sv,
+                            Strides so, Strides sdo, float scale, int causal) {
+  using S = typename Traits<T>::Smem;
+  constexpr int P = padded<T, D>();
+  constexpr int NT = BN / 8, ND = D / 8;
+  __shared__ __align__(16) S ks[BN * P];
+  __shared__ __align__(16) S vs[BN * P];
+
+  const long long nqb = (tq + 63) / 64, nbh = gridDim.x / nqb;
+  const long long qb = nqb - 1 - (long long)blockIdx.x / nbh;
+  const long long bh = (long long)blockIdx.x % nbh;
+  const long long b = bh / heads, h = bh % heads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long q0 = qb * 64, r0 = q0 + warp * 16;
+  const T* kh = k + b * sk.b + h * sk.h;
+  const T* vh = v + b * sv.b + h * sv.h;
+  const T* doh = dout + b * sdo.b + h * sdo.h;
+  const float scale2 = scale * kLog2e;
+
+  unsigned qa[D / Traits<T>::K][4], da[D / Traits<T>::K][4];
+  load_a<T, D>(qa, q + b * sq.b + h * sq.h, sq.t, r0, tq);
+  load_a<T, D>(da, doh, sdo.t, r0, tq);
+  float dl[2] = {0.f, 0.f}, lse2[2];
+  row_deltas<T, D>(doh, sdo.t, o + b * so.b + h * so.h, so.t, r0, tq, delta + bh * tq, dl);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long row = r0 + g + r * 8;
+    lse2[r] = row < tq ? lse[bh * tq + row] * kLog2e : 0.f;
+  }
+  float acc[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+
+  const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
+  for (long long j0 = 0; j0 < kend; j0 += BN) {
+    __syncthreads();
+    stage<T, D, P>(ks, kh, sk.t, j0, tk, BN);
+    stage<T, D, P>(vs, vh, sv.t, j0, tk, BN);
+    __syncthreads();
+    float s[NT][4], dp[NT][4];
+    mma_abt<T, D, BN>(s, qa, ks);
+    mma_abt<T, D, BN>(dp, da, vs);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long key = j0 + n * 8 + 2 * t + (e & 1), row = r0 + g + (e >> 1) * 8;
+        const bool masked = key >= tk || (causal && key > row);
+        const float p = masked ? 0.f : exp2f(s[n][e] * scale2 - lse2[e >> 1]);
+        s[n][e] = p * (dp[n][e] - dl[e >> 1]);  // dS
+      }
+    }
+    mma_cx<T, D, BN>(acc, s, ks);  // dq += dS k
+  }
+  const float f[2] = {scale, scale};
+  store_rows<T, D>(dq + bh * tq * D, acc, r0, tq, f);
+}
+
+template <class T, int D, int BN>
+__device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
+                             const T* __restrict__ v, const T* __restrict__ dout,
+                             const float* __restrict__ lse, const float* __restrict__ delta,
+                             T* __restrict__ dk, T* __restrict__ dv, int heads, long long tq,
+                             long long tk, Strides sq, Strides sk, Strides sv, Strides sdo,
+                             float scale, int causal) {
+  using S = typename Traits<T>::Smem;
+  constexpr int P = padded<T, D>();
+  constexpr int NT = BN / 8, ND = D / 8;
+  __shared__ __align__(16) S qs[BN * P];
+  __shared__ __align__(16) S ds[BN * P];
+  __shared__ float lse2s[BN], dls[BN];
+
+  // (key blocks) x (b, h), the first key blocks first: causal, they see the most queries.
+  const long long nkb = (tk + 63) / 64, nbh = gridDim.x / nkb;
+  const long long kb = (long long)blockIdx.x / nbh;
+  const long long bh = (long long)blockIdx.x % nbh;
+  const long long b = bh / heads, h = bh % heads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long k0 = kb * 64, r0 = k0 + warp * 16;
+  const T* qh = q + b * sq.b + h * sq.h;
+  const T* doh = dout + b * sdo.b + h * sdo.h;
+  const float scale2 = scale * kLog2e;
+
+  unsigned ka_[D / Traits<T>::K][4], va[D / Traits<T>::K][4];
+  load_a<T, D>(ka_, k + b * sk.b + h * sk.h, sk.t, r0, tk);
+  load_a<T, D>(va, v + b * sv.b + h * sv.h, sv.t, r0, tk);
+  float dka[ND][4], dva[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n) {
+    dka[n][0] = dka[n][1] = dka[n][2] = dka[n][3] = 0.f;
+    dva[n][0] = dva[n][1] = dva[n][2] = dva[n][3] = 0.f;
+  }
+
+  for (long long i0 = causal ? k0 / BN * BN : 0; i0 < tq; i0 += BN) {
+    __syncthreads();
+    stage<T, D, P>(qs, qh, sq.t, i0, tq, BN);
+    stage<T, D, P>(ds, doh, sdo.t, i0, tq, BN);
+    for (int c = threadIdx.x; c < BN; c += blockDim.x) {
+      const bool in = i0 + c < tq;
+      lse2s[c] = in ? lse[bh * tq + i0 + c] * kLog2e : 0.f;
+      dls[c] = in ? delta[bh * tq + i0 + c] : 0.f;
+    }
+    __syncthreads();
+    float pt[NT][4], dpt[NT][4];
+    mma_abt<T, D, BN>(pt, ka_, qs);  // S^T = k q^T
+    mma_abt<T, D, BN>(dpt, va, ds);  // dP^T = v dO^T
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = n * 8 + 2 * t + (e & 1);
+        const long long query = i0 + c, key = r0 + g + (e >> 1) * 8;
+        const bool masked = query >= tq || key >= tk || (causal && key > query);
+        const float p = masked ? 0.f : exp2f(pt[n][e] * scale2 - lse2s[c]);
+        pt[n][e] = p;
+        dpt[n][e] = p * (dpt[n][e] - dls[c]);  // dS^T
+      }
+    }
+    mma_cx<T, D, BN>(dva, pt, ds);   // dv += P^T dO
+    mma_cx<T, D, BN>(dka, dpt, qs);  // dk += dS^T q
+  }
+  const float fk[2] = {scale, scale}, fv[2] = {1.f, 1.f};
+  store_rows<T, D>(dk + bh * tk * D, dka, r0, tk, fk);
+  store_rows<T, D>(dv + bh * tk * D, dva, r0, tk, fv);
+}
+
+}  // namespace ka

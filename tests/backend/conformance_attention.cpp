@@ -1,0 +1,259 @@
+// Backend::attention on every chain, called directly, against a float64 reference on fresh random
+// inputs with poisoned outputs (o and lse): causal and not, Tq != Tk (both ways), T of 1, 7, 65 and
+// 130 (one query block, several, a ragged last one), D of 1, 8, 64 and 128, f32, bf16 and f16;
+// contiguous heads, heads cut in place from a [B, T, 3, H, D] projection, k and v shared by every
+// head (stride 0), a pending input of a fusion group; Tk == 0 (o = 0, lse = -inf), D == 0 and
+// Tq == 0; the contract's errors (src/backend/attention_contract.cpp). A backend that declines
+// (returns false) must leave o and lse untouched; the test then says it skipped the numbers.
+//
+// The error bound per element, from strict f32 arithmetic (docs/ops.md): a score s_ij is a D-term
+// dot product, off by at most e_ij = (D + 1) 2^-24 scale sum_c |q_ic k_jc|; with E_i = max_j e_ij,
+// lse_i is off by at most E_i + (Tk + 4) 2^-24 (1 + |lse_i|), and o_ic by
+// (2 E_i + (2 Tk + 8) 2^-24 + u) sum_j p_ij |v_jc|, where u allows a kernel that rounds the
+// probabilities to the half type before its P V product (2^-8 for bf16, 2^-11 for f16, 0 for f32),
+// as tensor-core flash kernels do. The test allows twice that; a half-type o is rounded once more.
+#include <limits>
+
+#include "chains.hpp"
+#include "kiln/error.hpp"
+
+namespace {
+
+using kc::Operand;
+using kc::Values;
+using kiln::Dims;
+using kiln::DType;
+using kiln::detail::AttentionParams;
+using kiln::detail::Handle;
+using kiln::detail::Out;
+using kiln::detail::TensorImpl;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Ref {
+  Values o, lse, o_bound, lse_bound;
+};
+
+// q [BH, tq, d], k and v [BH, tk, d] row-major (as Operand::values() reads them).
+Ref reference(const Values& q, const Values& k, const Values& v, std::int64_t bh, std::int64_t tq,
+              std::int64_t tk, std::int64_t d, const AttentionParams& p, DType t) {
+  const double u = t == DType::bf16 ? std::ldexp(1, -8) : t == DType::f16 ? std::ldexp(1, -11) : 0;
+  const double f32 = std::ldexp(1, -24);
+  Ref r;
+  std::vector<double> s(static_cast<std::size_t>(tk));
+  for (std::int64_t n = 0; n < bh; ++n)
+    for (std::int64_t i = 0; i < tq; ++i) {
+      const std::int64_t visible = p.causal ? std::min(tk, i + 1) : tk;
+      double m = -kInf, e = 0;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        double dot = 0, mag = 0;
+        for (std::int64_t c = 0; c < d; ++c) {
+          const double a = q[((n * tq + i) * d + c)], b = k[((n * tk + j) * d + c)];
+          dot += a * b;
+          mag += std::fabs(a * b);
+        }
+        s[j] = dot * p.scale;
+        m = std::max(m, s[j]);
+        e = std::max(e, static_cast<double>(d + 1) * f32 * std::fabs(p.scale) * mag);
+      }
+      double z = 0;
+      for (std::int64_t j = 0; j < visible; ++j) z += std::exp(s[j] - m);
+      const double lse = visible ? m + std::log(z) : -kInf;
+      r.lse.push_back(lse);
+      r.lse_bound.push_back(
+          visible ? 2 * (e + static_cast<double>(tk + 4) * f32 * (1 + std::fabs(lse))) : 0);
+      for (std::int64_t c = 0; c < d; ++c) {
+        double acc = 0, mag = 0;
+        for (std::int64_t j = 0; j < visible; ++j) {
+          const double pj = std::exp(s[j] - lse), vj = v[((n * tk + j) * d + c)];
+          acc += pj * vj;
+          mag += pj * std::fabs(vj);
+        }
+        r.o.push_back(acc);
+        r.o_bound.push_back(2 * (2 * e + static_cast<double>(2 * tk + 8) * f32 + u) * mag);
+      }
+    }
+  return r;
+}
+
+// How q, k and v sit in memory.
+enum class Heads { contiguous, qkv, shared_kv };
+
+class BackendAttention : public kc::ChainTest {
+ protected:
+  struct Case {
+    std::int64_t b, h, tq, tk, d;
+    bool causal;
+    Heads heads = Heads::contiguous;
+  };
+
+  // A [B, H, T, D] view of `buffer` with these strides and offset, and its values.
+  static Operand view(const Operand& buffer, const Dims& shape, const Dims& strides,
+                      std::int64_t offset) {
+    Operand o;
+    o.buffer = buffer.buffer;
+    o.view = *buffer.buffer;
+    o.view.shape = shape;
+    o.view.strides = strides;
+    o.view.offset = offset;
+    o.host = buffer.host;
+    return o;
+  }
+
+  // q, k, v for case c: values in [-1, 1] (so that scores stay moderate), laid out as c.heads.
+  std::array<Operand, 3> operands(const Case& c, DType t) {
+    const Dims qs = {c.b, c.h, c.tq, c.d}, ks = {c.b, c.h, c.tk, c.d};
+    if (c.heads == Heads::qkv) {  // [B, T, 3, H, D], one buffer
+      const std::int64_t row = 3 * c.h * c.d;
+      const Operand all = input({c.b * c.tq * row}, t, kc::contiguous(), -1, 1);
+      const Dims st = {c.tq * row, c.d, row, 1};
+      return {view(all, qs, st, 0), view(all, ks, st, c.h * c.d), view(all, ks, st, 2 * c.h * c.d)};
+    }
+    Operand q = input(qs, t, kc::contiguous(), -1, 1);
+    if (c.heads == Heads::shared_kv) {  // every head reads the same k and v
+      const Operand k = input({c.b, 1, c.tk, c.d}, t, kc::contiguous(), -1, 1);
+      const Operand v = input({c.b, 1, c.tk, c.d}, t, kc::contiguous(), -1, 1);
+      const Dims st = {c.tk * c.d, 0, c.d, 1};
+      return {std::move(q), view(k, ks, st, 0), view(v, ks, st, 0)};
+    }
+    return {std::move(q), input(ks, t, kc::contiguous(), -1, 1),
+            input(ks, t, kc::contiguous(), -1, 1)};
+  }
+
+  // Runs case c; false where the backend declined (having checked that it wrote nothing).
+  bool check(const Case& c, DType t, double scale) {
+    SCOPED_TRACE(::testing::Message()
+                 << kiln::dtype_name(t) << " B " << c.b << " H " << c.h << " Tq " << c.tq << " Tk "
+                 << c.tk << " D " << c.d << (c.causal ? " causal" : "") << " heads "
+                 << static_cast<int>(c.heads));
+    const auto in = operands(c, t);
+    const Dims qs = {c.b, c.h, c.tq, c.d};
+    Operand o = output(qs, t), lse = output({c.b, c.h, c.tq}, DType::f32);
+    const AttentionParams p{c.causal, scale};
+    if (!be().attention(in[0].view, in[1].view, in[2].view, p, Out(o.view), Out(lse.view))) {
+      const kc::Raw ro = read(o), rl = read(lse);
+      for (std::int64_t i = 0; i < ro.size(); ++i) EXPECT_TRUE(ro.poisoned(i)) << "o written";
+      for (std::int64_t i = 0; i < rl.size(); ++i) EXPECT_TRUE(rl.poisoned(i)) << "lse written";
+      return false;
+    }
+    const Ref r =
+        reference(in[0].values(), in[1].values(), in[2].values(), c.b * c.h, c.tq, c.tk, c.d, p, t);
+    const bool half = kiln::is_half(t);
+    Values ob = r.o_bound;
+    if (half)
+      for (double& x : ob) x *= 2;  // (the rounding of a value off by the bound: matmul's rule)
+    EXPECT_TRUE(kc::matches(read(o), qs, r.o, half ? kt::Tol{0.5, 0, 0} : kt::kExact, &ob));
+    EXPECT_TRUE(kc::matches(read(lse), {c.b, c.h, c.tq}, r.lse, kt::kExact, &r.lse_bound));
+    return true;
+  }
+};
+
+TEST_P(BackendAttention, MatchesDoubleReference) {
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 1, false},
+      {2, 3, 7, 7, 8, true},
+      {1, 2, 65, 65, 64, true},
+      {1, 1, 130, 130, 128, true},
+      {1, 1, 130, 130, 128, false},
+      {2, 2, 7, 65, 64, false},           // Tq < Tk
+      {1, 2, 65, 7, 8, true},             // Tq > Tk, causal: late queries see every key
+      {1, 1, 130, 65, 1, false},          // D = 1
+      {2, 3, 7, 7, 8, true, Heads::qkv},  // heads of a fused projection, in place
+      {1, 2, 65, 65, 64, false, Heads::qkv},
+      {2, 2, 7, 130, 8, false, Heads::shared_kv},
+      {1, 2, 65, 65, 8, true, Heads::shared_kv},
+  };
+  int ran = 0, run = 0;
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (const Case& c : cases) {
+      ++run;
+      ran += check(c, t, 1.0 / std::sqrt(static_cast<double>(c.d)));
+    }
+  ran += check({2, 1, 7, 7, 8, false}, DType::f32, 0.3);  // an explicit scale
+  ++run;
+  if (ran == 0) GTEST_SKIP() << "the backend declined every case (no attention kernel)";
+  if (ran < run) std::cout << "declined " << run - ran << " of " << run << " cases\n";
+}
+
+TEST_P(BackendAttention, EdgeShapes) {
+  for (DType t : {DType::f32, DType::bf16}) {
+    // Tk == 0: no key, o = 0 and lse = -inf.
+    const Operand q = input({2, 2, 5, 8}, t), k = input({2, 2, 0, 8}, t),
+                  v = input({2, 2, 0, 8}, t);
+    Operand o = output({2, 2, 5, 8}, t), lse = output({2, 2, 5}, DType::f32);
+    const AttentionParams p{true, 0.5};
+    if (!be().attention(q.view, k.view, v.view, p, Out(o.view), Out(lse.view))) {
+      GTEST_SKIP() << "the backend declined Tk == 0";
+    }
+    EXPECT_TRUE(kc::matches(read(o), o.shape(), Values(160, 0.0)));
+    EXPECT_TRUE(kc::matches(read(lse), lse.shape(), Values(20, -kInf)));
+    // D == 0: o is empty; lse is log of the number of keys a query sees (every score is 0).
+    const Operand q0 = input({1, 1, 3, 0}, t), k0 = input({1, 1, 2, 0}, t);
+    Operand o0 = output({1, 1, 3, 0}, t), lse0 = output({1, 1, 3}, DType::f32);
+    if (be().attention(q0.view, k0.view, k0.view, p, Out(o0.view), Out(lse0.view))) {
+      EXPECT_TRUE(kc::matches(read(lse0), lse0.shape(), {0.0, std::log(2.0), std::log(2.0)},
+                              kt::Tol{2, 0, 0}));
+    }
+    // Tq == 0: nothing to write.
+    const Operand qe = input({1, 2, 0, 4}, t), ke = input({1, 2, 3, 4}, t);
+    Operand oe = output({1, 2, 0, 4}, t), lsee = output({1, 2, 0}, DType::f32);
+    be().attention(qe.view, ke.view, ke.view, p, Out(oe.view), Out(lsee.view));
+    be().sync();
+  }
+}
+
+// An input that a fusion decorator has recorded and not run yet is computed before the call.
+TEST_P(BackendAttention, PendingInput) {
+  const Operand x = input({1, 2, 9, 8}, DType::f32, kc::contiguous(), -1, 1);
+  const Operand k = input({1, 2, 9, 8}, DType::f32, kc::contiguous(), -1, 1);
+  const Handle q = be().empty({1, 2, 9, 8}, DType::f32);
+  kiln::ir::Program neg;
+  neg.output(neg.unary(kiln::ir::Op::neg, neg.input(DType::f32)));
+  elementwise(neg, {&x.view}, {}, {q.get()});
+  Operand o = output({1, 2, 9, 8}, DType::f32);
+  if (!be().attention(*q, k.view, k.view, {false, 0.25}, Out(o.view), std::nullopt))
+    GTEST_SKIP() << "the backend declined";
+  Values qv = x.values();
+  for (double& e : qv) e = -e;
+  const Ref r = reference(qv, k.values(), k.values(), 2, 9, 9, 8, {false, 0.25}, DType::f32);
+  EXPECT_TRUE(kc::matches(read(o), o.shape(), r.o, kt::kExact, &r.o_bound));
+}
+
+TEST_P(BackendAttention, Errors) {
+  const Operand q = input({1, 2, 3, 4}, DType::f32), k = input({1, 2, 5, 4}, DType::f32);
+  const Handle o = be().empty({1, 2, 3, 4}, DType::f32);
+  const Handle lse = be().empty({1, 2, 3}, DType::f32);
+  auto call = [&](const TensorImpl& qq, const TensorImpl& kk, const TensorImpl& vv,
+                  const TensorImpl& oo, const TensorImpl* ll, double scale = 0.5) {
+    std::optional<Out> l;
+    if (ll) l.emplace(*ll);
+    be().attention(qq, kk, vv, {false, scale}, Out(oo), l);
+  };
+  const Operand qh = input({1, 2, 3, 4}, DType::bf16);
+  EXPECT_THROW(call(qh.view, k.view, k.view, *o, lse.get()), kiln::DTypeError);  // mixed
+  const Operand qi = input({1, 2, 3, 4}, DType::i32);
+  const Handle oi = be().empty({1, 2, 3, 4}, DType::i32);
+  EXPECT_THROW(call(qi.view, qi.view, qi.view, *oi, nullptr), kiln::DTypeError);  // not floating
+  const Operand kd = input({1, 2, 5, 3}, DType::f32);
+  EXPECT_THROW(call(q.view, kd.view, kd.view, *o, lse.get()), kiln::ShapeError);  // D differs
+  const Operand vt = input({1, 2, 6, 4}, DType::f32);
+  EXPECT_THROW(call(q.view, k.view, vt.view, *o, lse.get()), kiln::ShapeError);  // k, v differ
+  const Operand k3 = input({2, 5, 4}, DType::f32);
+  EXPECT_THROW(call(q.view, k3.view, k3.view, *o, lse.get()), kiln::ShapeError);  // rank 3
+  const Operand kt_ = input({1, 2, 5, 4}, DType::f32, kc::transposed());  // last stride not 1
+  EXPECT_THROW(call(q.view, kt_.view, kt_.view, *o, lse.get()), kiln::ValueError);
+  const Operand ot = output({1, 2, 3, 4}, DType::f32, kc::transposed());
+  EXPECT_THROW(call(q.view, k.view, k.view, ot.view, lse.get()), kiln::ValueError);
+  const Handle o_wrong = be().empty({1, 2, 4, 4}, DType::f32);
+  EXPECT_THROW(call(q.view, k.view, k.view, *o_wrong, lse.get()), kiln::ShapeError);
+  const Handle lse_wrong = be().empty({1, 2, 4}, DType::f32);
+  EXPECT_THROW(call(q.view, k.view, k.view, *o, lse_wrong.get()), kiln::ShapeError);
+  const Handle lse_half = be().empty({1, 2, 3}, DType::bf16);
+  EXPECT_THROW(call(q.view, k.view, k.view, *o, lse_half.get()), kiln::DTypeError);
+  EXPECT_THROW(call(q.view, k.view, k.view, *o, lse.get(), kInf), kiln::ValueError);
+  EXPECT_THROW(call(q.view, k.view, k.view, *o, lse.get(), std::nan("")), kiln::ValueError);
+}
+
+KILN_INSTANTIATE_CHAINS(BackendAttention);
+
+}  // namespace

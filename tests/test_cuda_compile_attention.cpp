@@ -1,6 +1,6 @@
 // The attention kernels (src/cuda/kernels/attention.cuh, attention_backward.cuh and the entry
-// points src/cuda/attention.cpp generates) compile with NVRTC for sm_90 for every dtype and every head dim it is built for.
-// NVRTC needs no GPU, so this runs on CI.
+// points src/cuda/attention.cpp generates) compile with NVRTC for sm_90 for every dtype and every
+// head dim it is built for. NVRTC needs no GPU, so this runs on CI.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -14,8 +14,8 @@ TEST(CudaCompileAttention, EveryDTypeAndHeadDim) {
       for (const bool backward : {false, true}) {
         const std::string& src = kiln::cuda::attention_source(t, d, backward);
         SCOPED_TRACE(kiln::cuda::attention_kernel_name(t, d, backward ? "dq" : "fwd"));
-        for (const char* pass : backward ? std::vector<const char*>{"dq", "dkv"}
-                                         : std::vector<const char*>{"fwd"}) {
+        for (const char* pass :
+             backward ? std::vector<const char*>{"dq", "dkv"} : std::vector<const char*>{"fwd"}) {
           const std::string name = kiln::cuda::attention_kernel_name(t, d, pass);
           EXPECT_NE(src.find(" " + name + "("), std::string::npos) << name;
         }

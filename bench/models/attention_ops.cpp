@@ -64,8 +64,7 @@ Tensor<4> composed(const Tensor<4>& q, const Tensor<4>& k, const Tensor<4>& v) {
 void row(const Options& o, DType dtype, std::int64_t heads, std::int64_t d) {
   const std::int64_t b = 16, t = o.seq;
   const auto make = [&](std::uint64_t seed) {
-    return Tensor<4>::random({b, heads, t, d}, kiln::Distribution::normal(0.0, 1.0), o.device,
-                             seed)
+    return Tensor<4>::random({b, heads, t, d}, kiln::Distribution::normal(0.0, 1.0), o.device, seed)
         .to(dtype);
   };
   const Tensor<4> q = make(1), k = make(2), v = make(3), g = make(4);
@@ -73,15 +72,14 @@ void row(const Options& o, DType dtype, std::int64_t heads, std::int64_t d) {
   const double fwd_flop = 4.0 * b * heads * t * t * d / 2;  // causal
   char name[96];
   std::snprintf(name, sizeof name, "attention causal %lldx%lldx%lldx%lld %s%s",
-                static_cast<long long>(b), static_cast<long long>(heads),
-                static_cast<long long>(t), static_cast<long long>(d), kiln::dtype_name(dtype),
+                static_cast<long long>(b), static_cast<long long>(heads), static_cast<long long>(t),
+                static_cast<long long>(d), kiln::dtype_name(dtype),
                 dtype == DType::f32 ? " tf32" : "");
-  const double diff =
-      (kiln::scaled_dot_product_attention(q, k, v, true).to(DType::f32) -
-       composed(q, k, v).to(DType::f32))
-          .abs()
-          .max()
-          .item<float>();
+  const double diff = (kiln::scaled_dot_product_attention(q, k, v, true).to(DType::f32) -
+                       composed(q, k, v).to(DType::f32))
+                          .abs()
+                          .max()
+                          .item<float>();
   for (const bool fused : {true, false}) {
     const auto attend = [&](const Tensor<4>& a, const Tensor<4>& c, const Tensor<4>& e) {
       return fused ? kiln::scaled_dot_product_attention(a, c, e, true) : composed(a, c, e);

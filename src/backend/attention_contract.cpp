@@ -88,12 +88,12 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
   check_operand("o", o);
   check_operand("dout", dout);
   if (dout.dtype != q.dtype || dq.dtype != q.dtype || dk.dtype != q.dtype || dv.dtype != q.dtype) {
-    throw DTypeError(fmt::format("{}_backward: dout, dq, dk and dv must be {}", kOp,
-                                 dtype_name(q.dtype)));
+    throw DTypeError(
+        fmt::format("{}_backward: dout, dq, dk and dv must be {}", kOp, dtype_name(q.dtype)));
   }
   if (dout.shape != q.shape || dq.shape != q.shape || dk.shape != k.shape || dv.shape != v.shape) {
-    throw ShapeError(fmt::format("{}_backward: dout and dq need q's shape {}, dk and dv k's {}", kOp,
-                                 format_dims(q.shape), format_dims(k.shape)));
+    throw ShapeError(fmt::format("{}_backward: dout and dq need q's shape {}, dk and dv k's {}",
+                                 kOp, format_dims(q.shape), format_dims(k.shape)));
   }
   if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous())
     throw ValueError(fmt::format("{}_backward: dq, dk and dv must be contiguous", kOp));

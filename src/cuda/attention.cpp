@@ -11,16 +11,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
-#include <tuple>
 #include <mutex>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "cuda/cuda_ops.hpp"
+#include "cuda/device_memory.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/kernel_launch.hpp"
 #include "cuda/nvrtc_compiler.hpp"
-#include "cuda/device_memory.hpp"
 #include "embed/cuda/kernels/attention.cuh.hpp"
 #include "embed/cuda/kernels/attention_backward.cuh.hpp"
 #include "ir/cuda_codegen.hpp"
@@ -46,6 +48,14 @@ void strides(KernelArgs& args, const TensorImpl& t) {
 }
 
 }  // namespace
+
+// The kernels have compiled with NVRTC in CI but not yet run on a GPU (no machine was lent after
+// they were written, 2026-12-05): until the GPU suite has passed them (CudaAttention.*,
+// Conformance/BackendAttention.*), they run only when asked, and the front end composes otherwise.
+bool attention_kernels_enabled() {
+  const char* v = std::getenv("KILN_CUDA_ATTENTION");
+  return v && std::string(v) == "1";
+}
 
 bool attention_kernel_available(DType t, std::int64_t d) {
   return d % 16 == 0 && d >= 16 && d <= 128 &&
@@ -100,7 +110,8 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
   detail::check_attention_call(q, k, v, params, o, lse);
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
-  if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;
+  if (!attention_kernels_enabled() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
+    return false;
   if (b * h * tq == 0) return true;  // nothing to write
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) return false;
   const std::int64_t blocks = (tq + kQueries - 1) / kQueries * b * h;
@@ -125,14 +136,15 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
   return true;
 }
 
-bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k,
-                        const TensorImpl& v, const TensorImpl& o, const TensorImpl& dout,
-                        const TensorImpl& lse, const detail::AttentionParams& params,
-                        const TensorImpl& dq, const TensorImpl& dk, const TensorImpl& dv) {
+bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                        const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
+                        const detail::AttentionParams& params, const TensorImpl& dq,
+                        const TensorImpl& dk, const TensorImpl& dv) {
   detail::check_attention_backward_call(q, k, v, o, dout, lse, params, dq, dk, dv);
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
-  if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;
+  if (!attention_kernels_enabled() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
+    return false;
   if (q.dtype == DType::f32 && d > 64) return false;
   if (b * h * (tq + tk) == 0) return true;  // nothing to write
   for (const TensorImpl* t : {&q, &k, &v, &dout, &dq, &dk, &dv})
@@ -148,8 +160,8 @@ bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k,
                                           attention_kernel_name(q.dtype, dd, "dkv"), ctx.arch());
   // delta (f32 [B, H, Tq]): written by the dq kernel, read by the dkv kernel queued after it; the
   // buffer goes back to the pool in stream order when this call drops it.
-  const auto delta = device_alloc(ctx, static_cast<std::size_t>(std::max<std::int64_t>(
-                                           b * h * tq, 1)) * sizeof(float));
+  const auto delta = device_alloc(
+      ctx, static_cast<std::size_t>(std::max<std::int64_t>(b * h * tq, 1)) * sizeof(float));
   ctx.make_current();
   const float scale = static_cast<float>(params.scale);
   if (q_blocks > 0) {

@@ -99,8 +99,7 @@ bool CudaBackend::attention(const detail::TensorImpl& q, const detail::TensorImp
 
 bool CudaBackend::attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
                                      const detail::TensorImpl& v, const detail::TensorImpl& o,
-                                     const detail::TensorImpl& dout,
-                                     const detail::TensorImpl& lse,
+                                     const detail::TensorImpl& dout, const detail::TensorImpl& lse,
                                      const detail::AttentionParams& params, detail::Out dq,
                                      detail::Out dk, detail::Out dv) {
   return cuda::attention_backward(ctx_, q, k, v, o, dout, lse, params, *dq, *dk, *dv);
@@ -119,6 +118,10 @@ std::vector<detail::BackendFeature> CudaBackend::features() const {
       {"runtime", runtime_version()},
       {"nvrtc", nvrtc_version()},
       {"cublasLt", cublas_version()},
+      {"attention kernels",
+       attention_kernels_enabled()
+           ? "on (KILN_CUDA_ATTENTION=1; not yet validated on a GPU)"
+           : "off until validated on a GPU (KILN_CUDA_ATTENTION=1 runs them); composed instead"},
       {"index accumulation",
        kiln::deterministic() ? "deterministic (index order per destination)" : "atomics"},
   };

@@ -74,10 +74,13 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
 // attention.cpp: Backend::attention_backward (kernels/attention_backward.cuh: a dq kernel, then a
 // dk/dv kernel), queued without a host sync; false where the forward has no kernel, and for f32
 // head dims over 64 (the key-major kernel's registers would spill).
-bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k,
-                        const TensorImpl& v, const TensorImpl& o, const TensorImpl& dout,
-                        const TensorImpl& lse, const detail::AttentionParams& params,
-                        const TensorImpl& dq, const TensorImpl& dk, const TensorImpl& dv);
+bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                        const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
+                        const detail::AttentionParams& params, const TensorImpl& dq,
+                        const TensorImpl& dk, const TensorImpl& dv);
+// Whether KILN_CUDA_ATTENTION=1 asks for the attention kernels (off by default until they have run
+// on a GPU; see attention.cpp).
+bool attention_kernels_enabled();
 // Whether a kernel exists for dtype t and head dim d (f32: under the current matmul precision),
 // and its name and source (the NVRTC compile test builds them all).
 bool attention_kernel_available(DType t, std::int64_t d);

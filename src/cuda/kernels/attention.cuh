@@ -90,8 +90,7 @@ __device__ __forceinline__ void stage(typename Traits<T>::Smem* dst, const T* ba
   for (int c = threadIdx.x; c < rows * kChunks; c += blockDim.x) {
     const int r = c / kChunks, j = c % kChunks;
     uint4 u = make_uint4(0, 0, 0, 0);
-    if (t0 + r < t)
-      u = __ldg(reinterpret_cast<const uint4*>(base + (t0 + r) * stride_t) + j);
+    if (t0 + r < t) u = __ldg(reinterpret_cast<const uint4*>(base + (t0 + r) * stride_t) + j);
     *reinterpret_cast<uint4*>(dst + r * P + j * (16 / (int)sizeof(T))) = u;
   }
 }

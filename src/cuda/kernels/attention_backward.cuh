@@ -23,7 +23,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 // rows g and g + 8 of the mma layout.
 template <class T, int D>
 __device__ __forceinline__ void row_deltas(const T* dout, long long sdo, const T* o, long long so,
-                                           long long r0, long long t, float* delta, float (&mine)[2]) {
+                                           long long r0, long long t, float* delta,
+                                           float (&mine)[2]) {
   const int lane = threadIdx.x % 32, g = lane / 4;
   for (int r = 0; r < 16; ++r) {
     const long long row = r0 + r;
@@ -42,9 +43,9 @@ template <class T, int D, int BN>
 __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
                             const T* __restrict__ v, const T* __restrict__ o,
                             const T* __restrict__ dout, const float* __restrict__ lse,
-                            T* __restrict__ dq, float* __restrict__ delta, int heads,
-                            long long tq, long long tk, Strides sq, Strides sk, Strides sv,
-                            Strides so, Strides sdo, float scale, int causal) {
+                            T* __restrict__ dq, float* __restrict__ delta, int heads, long long tq,
+                            long long tk, Strides sq, Strides sk, Strides sv, Strides so,
+                            Strides sdo, float scale, int causal) {
   using S = typename Traits<T>::Smem;
   constexpr int P = padded<T, D>();
   constexpr int NT = BN / 8, ND = D / 8;

@@ -139,7 +139,8 @@ void pow_grid(Device d) {
                      -7, 0.1f,  -0.37f, 12.5f, -30, 100, 1e-3f, INFINITY, -INFINITY, NAN};
     for (std::size_t b = 0; b < all.size(); b += 61) bases.push_back(all[b]);
     bases.push_back(1.0f);
-    for (std::size_t b = 0x3f00; b < 0x4100; b += 7) exponents.push_back(all[b]);  // near 1, 2
+    // A run of the type's values: 0.5 to 8 for bf16, 1.75 to 2.5 for f16.
+    for (std::size_t b = 0x3f00; b < 0x4100; b += 7) exponents.push_back(all[b]);
     std::vector<float> xs, ys;
     for (float b : bases)
       for (float e : exponents) {

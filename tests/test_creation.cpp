@@ -1,6 +1,7 @@
 // Creation and read-back: zeros, ones, full, arange, from_data, random; to_vector, item,
 // clone, to(device), to(dtype).
 #include <cmath>
+#include <cstring>
 
 #include "test_support.hpp"
 
@@ -141,6 +142,25 @@ TEST_P(CreationTest, RandomSeeds) {
   EXPECT_EQ(Tensor<1>::random({33 * 65}, u, dev(), seed()).to_vector(), a);
   auto n1 = Tensor<1>::random({1001}, kiln::Distribution::normal(), dev(), seed()).to_vector();
   EXPECT_EQ(Tensor<1>::random({1001}, kiln::Distribution::normal(), dev(), seed()).to_vector(), n1);
+}
+
+// A half-type random tensor is drawn directly in its dtype (one kernel) and holds exactly the
+// values of the f32 tensor of the same seed, cast: bit for bit, odd sizes and both
+// distributions.
+TEST_P(CreationTest, RandomHalfIsTheF32DrawRounded) {
+  for (auto dist : {Distribution::uniform(-2, 3), Distribution::normal(0.5, 2)}) {
+    for (DType t : {DType::bf16, DType::f16}) {
+      for (std::int64_t n : {1, 7, 4099}) {
+        const auto h = Tensor<1>::random({n}, dist, dev(), seed(), t);
+        ASSERT_EQ(h.dtype(), t);
+        const auto want = Tensor<1>::random({n}, dist, dev(), seed()).to(t);
+        const auto a = h.to_vector<float>(), b = want.to_vector<float>();
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+            << kiln::dtype_name(t) << " n=" << n;
+      }
+    }
+  }
 }
 
 // Philox is counter based: the same seed gives bit-identical values at 1 and N threads and

@@ -37,7 +37,8 @@ TEST(Embed, EveryByteAsInTheFile) {
 TEST(Embed, KernelTextsAreTheFiles) {
   EXPECT_EQ(kiln::ir::cuda_prelude(), read_file(KILN_SOURCE_DIR "/src/ir/cuda_math.cuh") +
                                           read_file(KILN_SOURCE_DIR "/src/ir/box_muller.cuh") +
-                                          read_file(KILN_SOURCE_DIR "/src/ir/cuda_prelude.cuh"));
+                                          read_file(KILN_SOURCE_DIR "/src/ir/cuda_prelude.cuh") +
+                                          read_file(KILN_SOURCE_DIR "/src/ir/cuda_half_math.cuh"));
 #if KILN_WITH_CUDA
   EXPECT_EQ(kiln::cuda::random_source(),
             kiln::ir::cuda_prelude() + read_file(KILN_SOURCE_DIR "/src/cuda/kernels/random.cuh"));

@@ -56,12 +56,9 @@ bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
     case BackendOp::rows:  // the floating dtypes: f32, bf16, f16
     case BackendOp::matmul:
     case BackendOp::attention:
-      for (DType t : dtypes)
-        if (!is_floating(t)) return false;
-      return true;
     case BackendOp::random:
       for (DType t : dtypes)
-        if (t != DType::f32) return false;
+        if (!is_floating(t)) return false;
       return true;
   }
   return false;

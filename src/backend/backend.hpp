@@ -217,8 +217,8 @@ enum class BackendOp : std::uint8_t {
 const char* backend_op_name(BackendOp op);
 
 // What the CPU and CUDA backends run today (each answers supports() with it until their dtypes
-// differ): element-wise work and reductions on every dtype, matmul on f32, bf16 and f16, random
-// on f32.
+// differ): element-wise work and reductions on every dtype, matmul and random on f32, bf16 and
+// f16.
 bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes);
 
 // One fact a backend reports about itself for `kiln doctor` and `kiln info` ("simd target",
@@ -260,7 +260,8 @@ class Backend {
   // out[b] = a[b] @ c[b] for a [B, m, k], c [B, k, n], out [B, m, n] contiguous; a and c may
   // have any strides (stride 0 on a broadcast batch).
   virtual void matmul(const TensorImpl& a, const TensorImpl& c, Out out) = 0;
-  // Fills the contiguous tensor out from the Philox 4x32-10 stream of `seed` (src/core/philox.hpp).
+  // Fills the contiguous tensor out from the Philox 4x32-10 stream of `seed` (src/core/philox.hpp);
+  // a half-type out holds the f32 values of the same seed, each rounded once.
   virtual void random(const RandomSpec& spec, std::uint64_t seed, Out out) = 0;
   // The IndexOp family (see IndexOp): every tensor contiguous, index i32, src for scatter_add and
   // index_add only (nullptr otherwise), out never aliasing the others. An index value outside

@@ -13,15 +13,19 @@ namespace kiln::cuda {
 void random(Context& ctx, const detail::RandomSpec& spec, std::uint64_t seed,
             const TensorImpl& out) {
   const bool uniform = spec.kind == detail::RandomSpec::Kind::uniform;
-  if (out.dtype != DType::f32) {
+  const char* suffix = out.dtype == DType::f32    ? ""
+                       : out.dtype == DType::bf16 ? "_bf16"
+                       : out.dtype == DType::f16  ? "_f16"
+                                                  : nullptr;
+  if (suffix == nullptr) {
     throw DTypeError(std::string("random: ") + (uniform ? "uniform" : "normal") +
-                     " only fills f32 tensors, got " + dtype_name(out.dtype));
+                     " fills f32, bf16 and f16 tensors, got " + dtype_name(out.dtype));
   }
   unsigned long long n = static_cast<unsigned long long>(out.numel());
   if (n == 0) return;
-  cudaKernel_t k = cached_kernel(random_source(), "kiln_random.cu",
-                                 uniform ? "kiln_uniform" : "kiln_normal", ctx.arch());
-  // (float* out, u64 n, u64 seed, float lo, float hi) or (..., float mean, float std)
+  const std::string name = std::string(uniform ? "kiln_uniform" : "kiln_normal") + suffix;
+  cudaKernel_t k = cached_kernel(random_source(), "kiln_random.cu", name, ctx.arch());
+  // (T* out, u64 n, u64 seed, float lo, float hi) or (..., float mean, float std)
   KernelArgs args;
   args.pointer(out.data());
   args.value(n);

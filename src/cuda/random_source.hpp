@@ -8,9 +8,10 @@
 
 namespace kiln::cuda {
 
-// One source with two kernels, kiln_uniform and kiln_normal; each thread fills one block of
-// four elements: (float* out, unsigned long long n, unsigned long long seed, a, b), where a, b
-// are lo, hi (uniform) or mean, std (normal), as float.
+// One source with the kernels kiln_uniform and kiln_normal (f32 output) and kiln_uniform_bf16,
+// kiln_normal_bf16, kiln_uniform_f16, kiln_normal_f16; each thread fills one block of four
+// elements: (T* out, unsigned long long n, unsigned long long seed, a, b), where a, b are lo, hi
+// (uniform) or mean, std (normal), as float.
 const std::string& random_source();
 
 }  // namespace kiln::cuda

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "embed/ir/box_muller.cuh.hpp"
+#include "embed/ir/cuda_half_math.cuh.hpp"
 #include "embed/ir/cuda_math.cuh.hpp"
 #include "embed/ir/cuda_prelude.cuh.hpp"
 #include "kiln/error.hpp"
@@ -63,8 +64,41 @@ const char* comparison_operator(Op op) {
   }
 }
 
+// Whether each node's value is rounded to a half type before anything reads it: a half-typed
+// node whose every use is a cast to another dtype (cast_expr rounds a half operand first) or an
+// output (stored rounded; a reduction's prologue rounds it too). Such a node may take the cheaper
+// forms of src/ir/cuda_half_math.cuh; an intermediate that another op reads in f32 may not.
+std::vector<bool> rounded_to_half(const Program& p) {
+  std::vector<bool> r(p.nodes.size());
+  for (std::size_t n = 0; n < p.nodes.size(); ++n) r[n] = is_half(p.nodes[n].dtype);
+  for (const Node& node : p.nodes) {
+    if (node.op == Op::cast && p.dtype(node.a) != node.dtype) continue;
+    const std::int32_t operands[] = {node.a, node.b, node.c};
+    for (int k = 0; k < arity(node.op); ++k) r[static_cast<std::size_t>(operands[k])] = false;
+  }
+  return r;
+}
+
+// The ops with a cheaper form for a result rounded to a half type (cuda_half_math.cuh).
+bool has_half_form(Op op) {
+  switch (op) {
+    case Op::rsqrt:
+    case Op::sigmoid:
+    case Op::silu:
+    case Op::gelu:
+    case Op::sin:
+    case Op::cos:
+    case Op::log:
+    case Op::pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The function in the prelude (or CUDA's math library) that computes a unary op.
-std::string unary_call(Op op, const std::string& a) {
+std::string unary_call(Op op, const std::string& a, bool to_half) {
+  if (to_half && has_half_form(op)) return fmt::format("kiln::{}_to_half({})", op_name(op), a);
   switch (op) {
     case Op::neg:
     case Op::abs:
@@ -91,6 +125,7 @@ std::string unary_call(Op op, const std::string& a) {
 
 // One statement per node: `const T vN = ...;`. Leaves read the body's parameters.
 std::string body_statements(const Program& p) {
+  const std::vector<bool> to_half = rounded_to_half(p);
   std::string s;
   for (std::size_t n = 0; n < p.nodes.size(); ++n) {
     const Node& node = p.nodes[n];
@@ -118,7 +153,8 @@ std::string body_statements(const Program& p) {
       case Op::pow:
       case Op::minimum:
       case Op::maximum:
-        e = fmt::format("kiln::{}({}, {})", op_name(node.op), a, b);
+        e = fmt::format("kiln::{}{}({}, {})", op_name(node.op),
+                        to_half[n] && has_half_form(node.op) ? "_to_half" : "", a, b);
         break;
       case Op::eq:
       case Op::ne:
@@ -132,7 +168,7 @@ std::string body_statements(const Program& p) {
         e = fmt::format("({} ? {} : {})", a, b, c);
         break;
       default:
-        e = unary_call(node.op, a);
+        e = unary_call(node.op, a, to_half[n]);
     }
     s += fmt::format("  const {} v{} = {};\n", value_type(node.dtype), n, e);
   }
@@ -211,13 +247,13 @@ const char* cuda_storage_type(DType t) { return detail::info(t).cuda_storage; }
 
 const char* cuda_scalar_type(DType t) { return compute_dtype(t) == DType::f32 ? "float" : "int"; }
 
-// The prelude is CUDA C of its own, src/ir/cuda_math.cuh, src/ir/box_muller.cuh and
-// src/ir/cuda_prelude.cuh, embedded at build time; what each kernel adds to it (body, geometry,
-// entry point) is generated below.
+// The prelude is CUDA C of its own, src/ir/cuda_math.cuh, src/ir/box_muller.cuh,
+// src/ir/cuda_prelude.cuh and src/ir/cuda_half_math.cuh, embedded at build time; what each kernel
+// adds to it (body, geometry, entry point) is generated below.
 const std::string& cuda_prelude() {
-  static const std::string s = std::string(embed::ir_cuda_math_cuh) +
-                               std::string(embed::ir_box_muller_cuh) +
-                               std::string(embed::ir_cuda_prelude_cuh);
+  static const std::string s =
+      std::string(embed::ir_cuda_math_cuh) + std::string(embed::ir_box_muller_cuh) +
+      std::string(embed::ir_cuda_prelude_cuh) + std::string(embed::ir_cuda_half_math_cuh);
   return s;
 }
 

@@ -1,6 +1,6 @@
-// kiln's float math for CUDA: gelu, sigmoid, silu and the exponential they share, in float
-// arithmetic only (no double, no CUDA math-library call), so that they run at memory speed and
-// give the same bits wherever IEEE float operations do. Accuracy: docs/accuracy.md.
+// kiln's float math for CUDA: gelu, sigmoid, silu and the exponential they share, sin and cos, in
+// float arithmetic only (no double, no CUDA math-library call), so that they run at memory speed
+// and give the same bits wherever IEEE float operations do. Accuracy: docs/accuracy.md.
 //
 // CUDA C compiled by NVRTC at run time: cmake/KilnEmbed.cmake embeds this file, and
 // ir::cuda_prelude() puts it before src/ir/cuda_prelude.cuh (whose gelu, sigmoid and silu call
@@ -142,6 +142,42 @@ KILN_MATH_FN float gelu_f(float x) {
   const float xtgp = KILN_FMAF(xtg, p, xtg * KILN_FMAF(-0.5f * l, p, pl));  // x t P exp(-a^2/2)
   const float xq = scale_pow2(xtgp, k);
   return x > 0.0f ? x - xq : xq;  // +-0 and NaN give xq: +-0 and NaN
+}
+
+// sin(x) and cos(x) for |x| <= pi/4 (0.785398185): polynomials fitted for kiln on [0, pi/4], max
+// 0.69 ULP for sin and 0.55 for cos over every float there (docs/accuracy.md). sin_poly keeps
+// the sign of a zero; cos carries x^2 and 1 - x^2/2 as two floats each.
+KILN_MATH_FN float sin_poly(float x) {
+  const float s = x * x;
+  const float p = KILN_FMAF(KILN_FMAF(-1.95096945e-4f, s, 8.33211653e-3f), s, -1.66666538e-1f);
+  return KILN_FMAF(x * s, p, x);
+}
+KILN_MATH_FN float cos_poly(float x) {
+  const float s = x * x;
+  const float s_lo = KILN_FMAF(x, x, -s);  // s + s_lo = x * x exactly
+  const float hz = 0.5f * s;
+  const float a = 1.0f - hz;
+  const float e = (1.0f - a) - hz;  // 1 - hz = a + e exactly
+  const float q = KILN_FMAF(KILN_FMAF(2.44287457e-5f, s, -1.38872769e-3f), s, 4.16666456e-2f);
+  return a + KILN_FMAF(s * s, q, e - 0.5f * s_lo);
+}
+
+// sin(x) (cos_shift 0) or cos(x) (cos_shift 1) for 2^-12 <= |x| <= 39000, by one reduction to
+// [-pi/4, pi/4]: n = round(x * 2/pi) from one FMA (1.5 * 2^23 + n, whose low mantissa bits are
+// n mod 4: no float-int conversion), r = x - n pi/2 by Cody-Waite with pi/2 in three floats (the
+// first step exact for every x here: x and n * hi are multiples of 2^-24 and |r| < 1; for
+// n <= 24830 the 1e-23 left over is far below an ULP of the smallest |r|, 4.2e-9 at 252.898209),
+// then sin_poly or cos_poly of r by quadrant. No branch on x, so a warp never diverges; a few
+// ULP of float, used where the result is rounded to a half type (src/ir/cuda_half_math.cuh).
+KILN_MATH_FN float sin_cos_reduced(float x, unsigned cos_shift) {
+  const float j = KILN_FMAF(x, 0x1.45f306p-1f, 12582912.0f);  // 2 / pi
+  const float n = j - 12582912.0f;
+  float r = KILN_FMAF(n, -0x1.921fb6p0f, x);
+  r = KILN_FMAF(n, 0x1.777a5cp-25f, r);
+  r = KILN_FMAF(n, 0x1.ee59dap-50f, r);
+  const unsigned q = (KILN_FLOAT_BITS(j) + cos_shift) & 3u;
+  const float v = (q & 1u) ? cos_poly(r) : sin_poly(r);
+  return (q & 2u) ? -v : v;
 }
 
 }  // namespace dev

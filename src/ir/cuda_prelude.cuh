@@ -37,26 +37,18 @@ __device__ __forceinline__ float silu(float x) { return dev::silu_f(x); }
 __device__ __forceinline__ float erf(float x) { return erff(x); }
 // sin and cos take a short path where |x| <= pi/4 (the common case of activations and
 // normalised data): no argument reduction, one polynomial fitted for kiln on [0, pi/4]
-// (max error 0.69 ULP for sin, 0.55 for cos, over every float there; docs/accuracy.md). The
-// fused multiply-adds are written out, so --fmad=false leaves them alone. Elsewhere, CUDA's
-// sinf/cosf with their full reduction; a warp whose lanes all take the short path skips it.
+// (max error 0.69 ULP for sin, 0.55 for cos, over every float there; docs/accuracy.md;
+// src/ir/cuda_math.cuh). Elsewhere, CUDA's sinf/cosf with their full reduction; a warp whose
+// lanes all take the short path skips it.
 __device__ __forceinline__ float sin(float x) {
   const float ax = fabsf(x);
   if (ax < 0x1p-12f) return x;  // sin(x) rounds to x, and sin(-0) = -0
   if (ax > 0.785398185f) return sinf(x);
-  const float s = __fmul_rn(x, x);
-  const float p = __fmaf_rn(__fmaf_rn(-1.95096945e-4f, s, 8.33211653e-3f), s, -1.66666538e-1f);
-  return __fmaf_rn(__fmul_rn(x, s), p, x);
+  return dev::sin_poly(x);
 }
 __device__ __forceinline__ float cos(float x) {
   if (!(fabsf(x) <= 0.785398185f)) return cosf(x);
-  const float s = __fmul_rn(x, x);
-  const float s_lo = __fmaf_rn(x, x, -s);  // s + s_lo = x * x exactly
-  const float hz = __fmul_rn(0.5f, s);
-  const float a = __fsub_rn(1.0f, hz);
-  const float e = __fsub_rn(__fsub_rn(1.0f, a), hz);  // 1 - hz = a + e exactly
-  const float q = __fmaf_rn(__fmaf_rn(2.44287457e-5f, s, -1.38872769e-3f), s, 4.16666456e-2f);
-  return __fadd_rn(a, __fmaf_rn(__fmul_rn(s, s), q, __fsub_rn(e, __fmul_rn(0.5f, s_lo))));
+  return dev::cos_poly(x);
 }
 __device__ __forceinline__ int minimum(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int maximum(int a, int b) { return a > b ? a : b; }

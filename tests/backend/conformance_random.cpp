@@ -1,7 +1,7 @@
 // Backend::random on every chain: element i of the contiguous output is element i of the Philox
 // 4x32-10 stream of the seed (src/core/philox.hpp: bit for bit, normal values included), counted
 // from the output's first element even when it starts mid-buffer; partial Philox blocks; empty
-// outputs; and the dtype it fills.
+// outputs; and the dtypes it fills (f32, and bf16 and f16 holding the f32 values rounded once).
 //
 // The reference is the element-at-a-time mapping (philox::uniform_at, dev::normal_at), which
 // tests/test_cpu_random.cpp checks against Random123's known answers and the mapping written out.
@@ -49,18 +49,21 @@ TEST_P(BackendRandom, FollowsThePhiloxStream) {
     // Sizes around Philox's 4-element blocks, one past a CPU task, and rank 3.
     for (const Dims& shape : {Dims{1}, Dims{3}, Dims{4}, Dims{5}, Dims{16385}, Dims{3, 5, 7}}) {
       for (const Layout& l : {kc::contiguous(), kc::offset()}) {
-        SCOPED_TRACE(kiln::format_dims(shape) + " " + l.name);
-        const std::uint64_t seed = rng()();
-        kt::Tol tol;
-        const Values want = stream(spec, seed, kc::detail::numel(shape), tol);
-        Operand out = output(shape, DType::f32, l);
-        be().random(spec, seed, kiln::detail::Out(out.view));
-        EXPECT_TRUE(kc::matches(read(out), shape, want, tol));
-        EXPECT_TRUE(untouched_outside(out));
-        // A fresh output from empty() (a fusion decorator gives it memory at this call).
-        Handle fresh = be().empty(shape, DType::f32);
-        be().random(spec, seed, kiln::detail::Out(*fresh));
-        EXPECT_TRUE(kc::matches(read(*fresh), shape, want, tol));
+        // A half type holds the f32 value rounded once (tolerance 0: exactly its rounding).
+        for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+          SCOPED_TRACE(kiln::format_dims(shape) + " " + l.name + " " + kiln::dtype_name(t));
+          const std::uint64_t seed = rng()();
+          kt::Tol tol;
+          const Values want = stream(spec, seed, kc::detail::numel(shape), tol);
+          Operand out = output(shape, t, l);
+          be().random(spec, seed, kiln::detail::Out(out.view));
+          EXPECT_TRUE(kc::matches(read(out), shape, want, tol));
+          EXPECT_TRUE(untouched_outside(out));
+          // A fresh output from empty() (a fusion decorator gives it memory at this call).
+          Handle fresh = be().empty(shape, t);
+          be().random(spec, seed, kiln::detail::Out(*fresh));
+          EXPECT_TRUE(kc::matches(read(*fresh), shape, want, tol));
+        }
       }
     }
   }
@@ -88,9 +91,10 @@ TEST_P(BackendRandom, EmptyOutput) {
   }
 }
 
-// random fills f32 tensors only: another dtype is a DTypeError (both backends; backend.hpp does
-// not say so, docs/ops.md gives random the dtype f32).
-TEST_P(BackendRandom, FillsOnlyF32) {
+// random fills the floating dtypes only: i32 or bool is a DTypeError (both backends, as their
+// supports() answers).
+TEST_P(BackendRandom, FillsOnlyFloatingDTypes) {
+  EXPECT_TRUE(be().supports(kiln::detail::BackendOp::random, std::vector{DType::bf16, DType::f16}));
   for (DType t : {DType::i32, DType::boolean}) {
     for (auto kind : {RandomSpec::Kind::uniform, RandomSpec::Kind::normal}) {
       Operand out = output({9}, t);

@@ -3,10 +3,11 @@
 //
 // CUDA C compiled by NVRTC at run time, never by the host compiler: cmake/KilnEmbed.cmake embeds
 // this file's bytes in kiln, and src/cuda/random_source.cpp hands them to NVRTC as one complete
-// source with two kernels, kiln_uniform and kiln_normal, after the IR's prelude (whose
-// kiln::dev::box_muller the CPU runs too). Each thread fills one block of four elements:
-// (float* out, unsigned long long n, unsigned long long seed, float a, float b), where a, b are
-// lo, hi (uniform) or mean, std (normal). The float arithmetic of uniform uses
+// source with the kernels kiln_uniform and kiln_normal (f32) and their _bf16 and _f16 variants,
+// after the IR's prelude (whose kiln::dev::box_muller the CPU runs too). Each thread fills one
+// block of four elements: (T* out, unsigned long long n, unsigned long long seed, float a,
+// float b), where a, b are lo, hi (uniform) or mean, std (normal). The float arithmetic of uniform
+// uses
 // __fsub_rn/__fmul_rn/__fadd_rn: each rounds once and is never contracted into an FMA.
 struct KilnWords {
   unsigned w[4];
@@ -42,37 +43,78 @@ __device__ __forceinline__ float kiln_uniform_value(unsigned w, float lo, float 
   return v;
 }
 
-extern "C" __global__ void kiln_uniform(float* __restrict__ out, unsigned long long n,
-                                        unsigned long long seed, float lo, float hi) {
-  const unsigned long long b = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const unsigned long long first = 4 * b;
-  if (first >= n) return;
-  const KilnWords w = kiln_philox(b, seed);
-  if (first + 4 <= n && ((unsigned long long)out & 15) == 0) {
-    float4 v = make_float4(kiln_uniform_value(w.w[0], lo, hi), kiln_uniform_value(w.w[1], lo, hi),
-                           kiln_uniform_value(w.w[2], lo, hi), kiln_uniform_value(w.w[3], lo, hi));
-    reinterpret_cast<float4*>(out)[b] = v;
-    return;
-  }
-  for (int lane = 0; lane < 4 && first + lane < n; ++lane)
-    out[first + lane] = kiln_uniform_value(w.w[lane], lo, hi);
+// An element of the output: f32 as drawn, bf16 and f16 rounded once from the f32 draw (so a half
+// tensor holds the values of the f32 tensor of the same seed, cast).
+__device__ __forceinline__ void kiln_put(float* out, unsigned long long i, float v) { out[i] = v; }
+__device__ __forceinline__ void kiln_put(kiln::bf16* out, unsigned long long i, float v) {
+  out[i] = kiln::to_bf16(v);
+}
+__device__ __forceinline__ void kiln_put(kiln::f16* out, unsigned long long i, float v) {
+  out[i] = kiln::to_f16(v);
+}
+// Block b's four elements in one store (16 bytes of f32, 8 of a half type).
+__device__ __forceinline__ void kiln_put4(float* out, unsigned long long b, const float* v) {
+  reinterpret_cast<float4*>(out)[b] = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void kiln_put4(kiln::bf16* out, unsigned long long b, const float* v) {
+  const kiln::bf16x4 h = {kiln::to_bf16(v[0]), kiln::to_bf16(v[1]), kiln::to_bf16(v[2]),
+                          kiln::to_bf16(v[3])};
+  reinterpret_cast<kiln::bf16x4*>(out)[b] = h;
+}
+__device__ __forceinline__ void kiln_put4(kiln::f16* out, unsigned long long b, const float* v) {
+  const kiln::f16x4 h = {kiln::to_f16(v[0]), kiln::to_f16(v[1]), kiln::to_f16(v[2]),
+                         kiln::to_f16(v[3])};
+  reinterpret_cast<kiln::f16x4*>(out)[b] = h;
 }
 
-extern "C" __global__ void kiln_normal(float* __restrict__ out, unsigned long long n,
-                                       unsigned long long seed, float mean, float std) {
-  const unsigned long long b = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+// Writes block b's values v[0..3] of out's n elements: whole and aligned in one store, else
+// element by element.
+template <class T>
+__device__ __forceinline__ void kiln_put_block(T* out, unsigned long long n, unsigned long long b,
+                                               const float* v) {
   const unsigned long long first = 4 * b;
-  if (first >= n) return;
+  if (first + 4 <= n && ((unsigned long long)out & (4 * sizeof(T) - 1)) == 0) {
+    kiln_put4(out, b, v);
+    return;
+  }
+  for (int lane = 0; lane < 4 && first + lane < n; ++lane) kiln_put(out, first + lane, v[lane]);
+}
+
+template <class T>
+__device__ __forceinline__ void kiln_uniform_fill(T* out, unsigned long long n,
+                                                  unsigned long long seed, float lo, float hi) {
+  const unsigned long long b = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * b >= n) return;
+  const KilnWords w = kiln_philox(b, seed);
+  float v[4];
+  for (int lane = 0; lane < 4; ++lane) v[lane] = kiln_uniform_value(w.w[lane], lo, hi);
+  kiln_put_block(out, n, b, v);
+}
+
+template <class T>
+__device__ __forceinline__ void kiln_normal_fill(T* out, unsigned long long n,
+                                                 unsigned long long seed, float mean, float std) {
+  const unsigned long long b = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * b >= n) return;
   const KilnWords w = kiln_philox(b, seed);
   float z[4];
   kiln::dev::box_muller(w.w[0], w.w[1], z[0], z[1]);
   kiln::dev::box_muller(w.w[2], w.w[3], z[2], z[3]);
-  if (first + 4 <= n && ((unsigned long long)out & 15) == 0) {
-    reinterpret_cast<float4*>(out)[b] = make_float4(
-        kiln::dev::normal_value(z[0], mean, std), kiln::dev::normal_value(z[1], mean, std),
-        kiln::dev::normal_value(z[2], mean, std), kiln::dev::normal_value(z[3], mean, std));
-    return;
-  }
-  for (int lane = 0; lane < 4 && first + lane < n; ++lane)
-    out[first + lane] = kiln::dev::normal_value(z[lane], mean, std);
+  for (int lane = 0; lane < 4; ++lane) z[lane] = kiln::dev::normal_value(z[lane], mean, std);
+  kiln_put_block(out, n, b, z);
 }
+
+// One entry point per distribution and output dtype: kiln_uniform, kiln_normal (f32),
+// kiln_uniform_bf16, ..., kiln_normal_f16.
+#define KILN_RANDOM_KERNELS(suffix, T)                                                             \
+  extern "C" __global__ void kiln_uniform##suffix(T* __restrict__ out, unsigned long long n,       \
+                                                  unsigned long long seed, float lo, float hi) {   \
+    kiln_uniform_fill(out, n, seed, lo, hi);                                                       \
+  }                                                                                                \
+  extern "C" __global__ void kiln_normal##suffix(T* __restrict__ out, unsigned long long n,        \
+                                                 unsigned long long seed, float mean, float std) { \
+    kiln_normal_fill(out, n, seed, mean, std);                                                     \
+  }
+KILN_RANDOM_KERNELS(, float)
+KILN_RANDOM_KERNELS(_bf16, kiln::bf16)
+KILN_RANDOM_KERNELS(_f16, kiln::f16)

@@ -74,7 +74,7 @@ for section in "$@"; do
   tests)
     # Four shards at once (the suite runs serially for over 5 minutes on one process). The CUDA
     # attention kernels run only when asked until this suite has passed them on a GPU.
-    export KILN_CUDA_ATTENTION=1
+    export KILN_CUDA_NEW_KERNELS=1
     for i in 0 1 2 3; do
       GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 280 .device/run kiln_tests \
         >"$OUT/tests_$i.log" 2>&1 &
@@ -83,7 +83,7 @@ for section in "$@"; do
     grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
     KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 90 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
       2>&1 | grep -E "OK \]|FAILED|Failure|evaluates|program seed" | head -12
-    unset KILN_CUDA_ATTENTION
+    unset KILN_CUDA_NEW_KERNELS
     ;;
   ops)
     t timeout 100 .device/run kiln_half_matmul --runs 20 4096 8192
@@ -101,11 +101,11 @@ for section in "$@"; do
   attention)
     # Issue 19: the fused attention kernel beside the composed form and PyTorch's SDPA (and, after
     # them, the GPT-2 step with the kernels: kiln bench --train).
-    export KILN_CUDA_ATTENTION=1
+    export KILN_CUDA_NEW_KERNELS=1
     t timeout 150 .device/run kiln_attention_ops
     t timeout 150 python3 .device/peers/torch_attention.py
     t timeout 200 .device/run kiln bench --train --device cuda --runs 10
-    unset KILN_CUDA_ATTENTION
+    unset KILN_CUDA_NEW_KERNELS
     ;;
   half)
     # Issue 18: half matmul and every element-wise op beside PyTorch (the first rows of ops).

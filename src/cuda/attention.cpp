@@ -11,13 +11,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string>
 #include <tuple>
 #include <utility>
 
+#include "core/new_cuda_kernels.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/kernel_args.hpp"
@@ -48,14 +47,6 @@ void strides(KernelArgs& args, const TensorImpl& t) {
 }
 
 }  // namespace
-
-// The kernels have compiled with NVRTC in CI but not yet run on a GPU (no machine was lent after
-// they were written, 2026-12-05): until the GPU suite has passed them (CudaAttention.*,
-// Conformance/BackendAttention.*), they run only when asked, and the front end composes otherwise.
-bool attention_kernels_enabled() {
-  const char* v = std::getenv("KILN_CUDA_ATTENTION");
-  return v && std::string(v) == "1";
-}
 
 bool attention_kernel_available(DType t, std::int64_t d) {
   return d % 16 == 0 && d >= 16 && d <= 128 &&
@@ -110,7 +101,7 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
   detail::check_attention_call(q, k, v, params, o, lse);
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
-  if (!attention_kernels_enabled() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
+  if (!detail::new_cuda_kernels() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
     return false;
   if (b * h * tq == 0) return true;  // nothing to write
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) return false;
@@ -143,7 +134,7 @@ bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, 
   detail::check_attention_backward_call(q, k, v, o, dout, lse, params, dq, dk, dv);
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
-  if (!attention_kernels_enabled() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
+  if (!detail::new_cuda_kernels() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
     return false;
   if (q.dtype == DType::f32 && d > 64) return false;
   if (b * h * (tq + tk) == 0) return true;  // nothing to write

@@ -66,7 +66,8 @@ void rows(Context& ctx, detail::RowOp op, const TensorImpl& x, const detail::Row
 void order(Context& ctx, detail::OrderOp op, const TensorImpl& x, const detail::OrderParams& params,
            const TensorImpl& values, const TensorImpl* indices);
 
-// attention.cpp: Backend::attention, flash-style (kernels/attention.cuh: online softmax over tiles
+// attention.cpp: Backend::attention (only with KILN_CUDA_NEW_KERNELS=1 until it has run on a GPU:
+// core/new_cuda_kernels.hpp), flash-style (kernels/attention.cuh: online softmax over tiles
 // of keys held in shared memory, the scores never written), queued without a host sync; false
 // for a head dim it has no kernel for.
 bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
@@ -78,9 +79,6 @@ bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, 
                         const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
                         const detail::AttentionParams& params, const TensorImpl& dq,
                         const TensorImpl& dk, const TensorImpl& dv);
-// Whether KILN_CUDA_ATTENTION=1 asks for the attention kernels (off by default until they have run
-// on a GPU; see attention.cpp).
-bool attention_kernels_enabled();
 // Whether a kernel exists for dtype t and head dim d (f32: under the current matmul precision),
 // and its name and source (the NVRTC compile test builds them all).
 bool attention_kernel_available(DType t, std::int64_t d);

@@ -227,6 +227,29 @@ struct Strides {
   long long b, h, t;
 };
 
+// This block's 64 rows (of T = n) of one (b, h). The grid is (row blocks) x (b, h) pairs, row
+// block major: the last row blocks first when last_first (causal queries: the last see the most
+// keys), else the first (causal keys: the first are seen by the most queries), so that the short
+// blocks fill the tail.
+struct Block {
+  long long bh, b, h, row0;
+};
+__device__ __forceinline__ Block block_of(long long n, int heads, bool last_first) {
+  const long long nb = (n + 63) / 64, nbh = gridDim.x / nb, i = (long long)blockIdx.x / nbh;
+  Block r;
+  r.bh = (long long)blockIdx.x % nbh;
+  r.b = r.bh / heads;
+  r.h = r.bh % heads;
+  r.row0 = (last_first ? nb - 1 - i : i) * 64;
+  return r;
+}
+
+// The (b, h) slab of a [B, H, T, D] operand.
+template <class T>
+__device__ __forceinline__ const T* slab(const T* p, Strides s, const Block& blk) {
+  return p + blk.b * s.b + blk.h * s.h;
+}
+
 // q, k, v: [B, H, T, D] (strides sq, sk, sv); o contiguous [B, H, Tq, D]; lse f32 [B, H, Tq] or
 // null. scale2 = scale * log2(e).
 template <class T, int D, int BN>
@@ -241,19 +264,14 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   __shared__ __align__(16) S ks[BN * P];
   __shared__ __align__(16) S vs[BN * P];
 
-  // The grid is (query blocks) x (b, h) pairs, the last query blocks first: causal, they see the
-  // most keys, and the short ones then fill the tail.
-  const long long nqb = (tq + 63) / 64, nbh = gridDim.x / nqb;
-  const long long qb = nqb - 1 - (long long)blockIdx.x / nbh;
-  const long long bh = (long long)blockIdx.x % nbh;
-  const long long b = bh / heads, h = bh % heads;
+  const Block blk = block_of(tq, heads, true);
+  const long long bh = blk.bh, q0 = blk.row0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const long long q0 = qb * 64, r0 = q0 + warp * 16;
-  const T* kh = k + b * sk.b + h * sk.h;
-  const T* vh = v + b * sv.b + h * sv.h;
+  const long long r0 = q0 + warp * 16;
+  const T *kh = slab(k, sk, blk), *vh = slab(v, sv, blk);
 
   unsigned qa[D / Traits<T>::K][4];
-  load_a<T, D>(qa, q + b * sq.b + h * sq.h, sq.t, r0, tq);
+  load_a<T, D>(qa, slab(q, sq, blk), sq.t, r0, tq);
   float acc[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;

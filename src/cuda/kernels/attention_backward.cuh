@@ -52,22 +52,18 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
   __shared__ __align__(16) S ks[BN * P];
   __shared__ __align__(16) S vs[BN * P];
 
-  const long long nqb = (tq + 63) / 64, nbh = gridDim.x / nqb;
-  const long long qb = nqb - 1 - (long long)blockIdx.x / nbh;
-  const long long bh = (long long)blockIdx.x % nbh;
-  const long long b = bh / heads, h = bh % heads;
+  const Block blk = block_of(tq, heads, true);
+  const long long bh = blk.bh, q0 = blk.row0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const long long q0 = qb * 64, r0 = q0 + warp * 16;
-  const T* kh = k + b * sk.b + h * sk.h;
-  const T* vh = v + b * sv.b + h * sv.h;
-  const T* doh = dout + b * sdo.b + h * sdo.h;
+  const long long r0 = q0 + warp * 16;
+  const T *kh = slab(k, sk, blk), *vh = slab(v, sv, blk), *doh = slab(dout, sdo, blk);
   const float scale2 = scale * kLog2e;
 
   unsigned qa[D / Traits<T>::K][4], da[D / Traits<T>::K][4];
-  load_a<T, D>(qa, q + b * sq.b + h * sq.h, sq.t, r0, tq);
+  load_a<T, D>(qa, slab(q, sq, blk), sq.t, r0, tq);
   load_a<T, D>(da, doh, sdo.t, r0, tq);
   float dl[2] = {0.f, 0.f}, lse2[2];
-  row_deltas<T, D>(doh, sdo.t, o + b * so.b + h * so.h, so.t, r0, tq, delta + bh * tq, dl);
+  row_deltas<T, D>(doh, sdo.t, slab(o, so, blk), so.t, r0, tq, delta + bh * tq, dl);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const long long row = r0 + g + r * 8;
@@ -113,23 +109,19 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
   constexpr int P = padded<T, D>();
   constexpr int NT = BN / 8, ND = D / 8;
   __shared__ __align__(16) S qs[BN * P];
-  __shared__ __align__(16) S ds[BN * P];
+  __shared__ __align__(16) S dos[BN * P];
   __shared__ float lse2s[BN], dls[BN];
 
-  // (key blocks) x (b, h), the first key blocks first: causal, they see the most queries.
-  const long long nkb = (tk + 63) / 64, nbh = gridDim.x / nkb;
-  const long long kb = (long long)blockIdx.x / nbh;
-  const long long bh = (long long)blockIdx.x % nbh;
-  const long long b = bh / heads, h = bh % heads;
+  const Block blk = block_of(tk, heads, false);
+  const long long bh = blk.bh, k0 = blk.row0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const long long k0 = kb * 64, r0 = k0 + warp * 16;
-  const T* qh = q + b * sq.b + h * sq.h;
-  const T* doh = dout + b * sdo.b + h * sdo.h;
+  const long long r0 = k0 + warp * 16;
+  const T *qh = slab(q, sq, blk), *doh = slab(dout, sdo, blk);
   const float scale2 = scale * kLog2e;
 
   unsigned ka_[D / Traits<T>::K][4], va[D / Traits<T>::K][4];
-  load_a<T, D>(ka_, k + b * sk.b + h * sk.h, sk.t, r0, tk);
-  load_a<T, D>(va, v + b * sv.b + h * sv.h, sv.t, r0, tk);
+  load_a<T, D>(ka_, slab(k, sk, blk), sk.t, r0, tk);
+  load_a<T, D>(va, slab(v, sv, blk), sv.t, r0, tk);
   float dka[ND][4], dva[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n) {
@@ -140,7 +132,7 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
   for (long long i0 = causal ? k0 / BN * BN : 0; i0 < tq; i0 += BN) {
     __syncthreads();
     stage<T, D, P>(qs, qh, sq.t, i0, tq, BN);
-    stage<T, D, P>(ds, doh, sdo.t, i0, tq, BN);
+    stage<T, D, P>(dos, doh, sdo.t, i0, tq, BN);
     for (int c = threadIdx.x; c < BN; c += blockDim.x) {
       const bool in = i0 + c < tq;
       lse2s[c] = in ? lse[bh * tq + i0 + c] * kLog2e : 0.f;
@@ -148,8 +140,8 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
     }
     __syncthreads();
     float pt[NT][4], dpt[NT][4];
-    mma_abt<T, D, BN>(pt, ka_, qs);  // S^T = k q^T
-    mma_abt<T, D, BN>(dpt, va, ds);  // dP^T = v dO^T
+    mma_abt<T, D, BN>(pt, ka_, qs);   // S^T = k q^T
+    mma_abt<T, D, BN>(dpt, va, dos);  // dP^T = v dO^T
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
 #pragma unroll
@@ -162,7 +154,7 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
         dpt[n][e] = p * (dpt[n][e] - dls[c]);  // dS^T
       }
     }
-    mma_cx<T, D, BN>(dva, pt, ds);   // dv += P^T dO
+    mma_cx<T, D, BN>(dva, pt, dos);  // dv += P^T dO
     mma_cx<T, D, BN>(dka, dpt, qs);  // dk += dS^T q
   }
   const float fk[2] = {scale, scale}, fv[2] = {1.f, 1.f};

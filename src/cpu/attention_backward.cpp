@@ -46,8 +46,8 @@ struct Scratch {
   std::vector<float> q, k, v, o, g, p, ds, dq, dk, dv;
 };
 
-// An f32 [n, d] result of t (contiguous, q's dtype) at element `at`: t's memory itself for f32,
-// else scratch, rounded into t by finish().
+// Where n f32 results for t's elements [at, at + n) go (t contiguous, q's dtype): t's memory itself
+// for f32, else scratch, rounded into t by finish().
 float* result(const TensorImpl& t, std::int64_t at, std::int64_t n, std::vector<float>& scratch) {
   if (t.dtype == DType::f32) return static_cast<float*>(t.data()) + at;
   scratch.resize(static_cast<std::size_t>(n));

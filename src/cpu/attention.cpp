@@ -7,11 +7,9 @@
 // B * H * Tq * Tk of them. A causal block stops at its last query's key: the keys after it are
 // masked for every row of the block, so neither product reads them.
 //
-// Operands: an f32 (b, h) slab whose rows sgemm can describe (a unit last stride and a row stride
-// no smaller than D: contiguous heads, or heads cut from a fused qkv projection) is read in place;
-// any other (a half type, a broadcast row) is converted or copied into the task's f32 scratch.
-// The tasks split over kiln's threads with the BLAS single-threaded inside them (one task alone
-// gives the BLAS the threads instead).
+// Operands are read in place where sgemm can describe their rows, else converted into the task's
+// f32 scratch (attention_slab.hpp). The tasks split over kiln's threads with the BLAS
+// single-threaded inside them (one task alone gives the BLAS the threads instead).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -19,6 +17,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/attention_slab.hpp"
 #include "cpu/blas_library.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/parallel.hpp"
@@ -33,39 +32,6 @@ using detail::TensorImpl;
 // and 64 rows keep sgemm's kernels busy.
 constexpr std::int64_t kBlock = 64;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// An f32 matrix as sgemm reads it: rows at p + r * ld, unit stride within a row.
-struct Mat {
-  const float* p;
-  std::int64_t ld;
-};
-
-// Rows [r0, r0 + n) of t's (b, h) slab, D = t.shape[3] wide: in place where sgemm can read them,
-// else an f32 copy in scratch (n * D floats).
-Mat slab_rows(const TensorImpl& t, std::int64_t b, std::int64_t h, std::int64_t r0, std::int64_t n,
-              std::vector<float>& scratch, const KernelTable& k) {
-  const std::int64_t d = t.shape[3];
-  const std::size_t size = dtype_size(t.dtype);
-  const char* base =
-      static_cast<const char*>(t.data()) +
-      static_cast<std::size_t>(b * t.strides[0] + h * t.strides[1] + r0 * t.strides[2]) * size;
-  const std::int64_t rs = t.strides[2];
-  if (d == 0) return {nullptr, 1};  // (no product reads it: the scores are zeros)
-  if (t.dtype == DType::f32 && (n <= 1 || (rs >= d && rs <= INT_MAX)))
-    return {reinterpret_cast<const float*>(base), n <= 1 ? d : rs};
-  scratch.resize(static_cast<std::size_t>(n * d));
-  for (std::int64_t r = 0; r < n; ++r) {
-    const char* row = base + static_cast<std::size_t>(r * rs) * size;
-    float* dst = scratch.data() + r * d;
-    if (t.dtype == DType::f32) {
-      std::memcpy(dst, row, static_cast<std::size_t>(d) * sizeof(float));
-    } else {
-      k.half_to_f32(t.dtype, reinterpret_cast<const std::uint16_t*>(row), dst,
-                    static_cast<std::size_t>(d));
-    }
-  }
-  return {scratch.data(), std::max<std::int64_t>(d, 1)};
-}
 
 struct Job {
   const TensorImpl &q, &k, &v, &o;

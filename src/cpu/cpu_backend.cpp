@@ -104,6 +104,15 @@ bool CpuBackend::attention(const detail::TensorImpl& q, const detail::TensorImpl
   return true;  // every shape: the CPU needs no head-dim limit
 }
 
+bool CpuBackend::attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                                    const detail::TensorImpl& v, const detail::TensorImpl& o,
+                                    const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                                    const detail::AttentionParams& params, detail::Out dq,
+                                    detail::Out dk, detail::Out dv) {
+  cpu::attention_backward(q, k, v, o, dout, lse, params, *dq, *dk, *dv, live_kernels());
+  return true;  // every shape, as the forward
+}
+
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
   return detail::supports_common_dtypes(op, dtypes);
 }

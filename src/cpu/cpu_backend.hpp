@@ -31,6 +31,11 @@ class CpuBackend final : public detail::Backend {
   bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
                  const detail::TensorImpl& v, const detail::AttentionParams& params, detail::Out o,
                  std::optional<detail::Out> lse) override;
+  bool attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+                          const detail::TensorImpl& v, const detail::TensorImpl& o,
+                          const detail::TensorImpl& dout, const detail::TensorImpl& lse,
+                          const detail::AttentionParams& params, detail::Out dq, detail::Out dk,
+                          detail::Out dv) override;
   void sync() override {}  // CPU ops run to completion on the calling thread
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The SIMD target, the thread limit, the BLAS and the kernels it picked for this CPU.

@@ -33,8 +33,11 @@ namespace {
 constexpr int kThreads = 128;  // 4 warps, 16 queries each
 constexpr int kQueries = 64;
 
+// An empty operand (Tk == 0, say) may have no memory: nothing of it is read.
+const void* address(const TensorImpl& t) { return t.numel() == 0 ? nullptr : t.data(); }
+
 bool aligned16(const TensorImpl& t) {
-  if (reinterpret_cast<std::uintptr_t>(t.data()) % 16 != 0) return false;
+  if (reinterpret_cast<std::uintptr_t>(address(t)) % 16 != 0) return false;
   for (int d = 0; d < 3; ++d)
     if (t.shape[d] > 1 && (t.strides[d] * dtype_size(t.dtype)) % 16 != 0) return false;
   return true;
@@ -112,9 +115,9 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
                                       attention_kernel_name(q.dtype, dd, "fwd"), ctx.arch());
   ctx.make_current();
   KernelArgs args;
-  args.pointer(q.data());
-  args.pointer(k.data());
-  args.pointer(v.data());
+  args.pointer(address(q));
+  args.pointer(address(k));
+  args.pointer(address(v));
   args.pointer(o.data());
   args.pointer(lse ? lse->data() : nullptr);
   args.value(static_cast<int>(h));
@@ -157,9 +160,9 @@ bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, 
   const float scale = static_cast<float>(params.scale);
   if (q_blocks > 0) {
     KernelArgs args;
-    for (const TensorImpl* t : {&q, &k, &v, &o, &dout}) args.pointer(t->data());
-    args.pointer(lse.data());
-    args.pointer(dq.data());
+    for (const TensorImpl* t : {&q, &k, &v, &o, &dout}) args.pointer(address(*t));
+    args.pointer(address(lse));
+    args.pointer(address(dq));
     args.pointer(delta->data());
     args.value(static_cast<int>(h));
     args.value(static_cast<long long>(tq));
@@ -171,11 +174,11 @@ bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, 
   }
   if (k_blocks > 0) {
     KernelArgs args;
-    for (const TensorImpl* t : {&q, &k, &v, &dout}) args.pointer(t->data());
-    args.pointer(lse.data());
+    for (const TensorImpl* t : {&q, &k, &v, &dout}) args.pointer(address(*t));
+    args.pointer(address(lse));
     args.pointer(delta->data());
-    args.pointer(dk.data());
-    args.pointer(dv.data());
+    args.pointer(address(dk));
+    args.pointer(address(dv));
     args.value(static_cast<int>(h));
     args.value(static_cast<long long>(tq));
     args.value(static_cast<long long>(tk));

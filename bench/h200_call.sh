@@ -81,7 +81,7 @@ for section in "$@"; do
     done
     t wait
     grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
-    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 90 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
+    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 240 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
       2>&1 | grep -E "OK \]|FAILED|Failure|evaluates|program seed" | head -12
     unset KILN_CUDA_NEW_KERNELS
     ;;

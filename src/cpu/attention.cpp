@@ -129,15 +129,7 @@ void attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
   float* l = lse ? static_cast<float*>(lse->data()) : nullptr;
   if (batch * heads * tq == 0) return;
   if (tk == 0) return no_keys(o, l);
-  if (tk > INT_MAX || q.shape[3] > INT_MAX) {
-    throw ValueError("attention: " + format_dims(q.shape) + " x " + format_dims(k.shape) +
-                     ": a dimension exceeds the BLAS's 32-bit int");
-  }
-  const BlasLibrary& lib = blas();
-  if (lib.sgemm == nullptr) {
-    throw DeviceError("attention: CPU attention needs a CBLAS, and " + lib.name +
-                      " cannot be loaded: " + lib.error);
-  }
+  check_attention_blas("attention", q, k);
   const std::int64_t blocks = (tq + kBlock - 1) / kBlock, tasks = batch * heads * blocks;
   const Job job{q, k, v, o, l, params.causal, static_cast<float>(params.scale), blocks, kernels};
   set_blas_threads(tasks == 1 ? thread_count() : 1);

@@ -148,15 +148,7 @@ void attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorIm
     for (const TensorImpl* t : {&dq, &dk, &dv}) zero(*t);
     return;
   }
-  if (tk > INT_MAX || d > INT_MAX) {
-    throw ValueError("attention_backward: " + format_dims(q.shape) + " x " + format_dims(k.shape) +
-                     ": a dimension exceeds the BLAS's 32-bit int");
-  }
-  const BlasLibrary& lib = blas();
-  if (lib.sgemm == nullptr) {
-    throw DeviceError("attention_backward: CPU attention needs a CBLAS, and " + lib.name +
-                      " cannot be loaded: " + lib.error);
-  }
+  check_attention_blas("attention_backward", q, k);
   const Job job{q,
                 k,
                 v,

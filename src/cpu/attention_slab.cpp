@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <string>
+
+#include "kiln/error.hpp"
 
 namespace kiln::cpu {
 
@@ -32,6 +35,19 @@ Mat slab_rows(const detail::TensorImpl& t, std::int64_t b, std::int64_t h, std::
     }
   }
   return {scratch.data(), std::max<std::int64_t>(d, 1)};
+}
+
+void check_attention_blas(const char* op, const detail::TensorImpl& q,
+                          const detail::TensorImpl& k) {
+  if (k.shape[2] > INT_MAX || q.shape[3] > INT_MAX) {
+    throw ValueError(std::string(op) + ": " + format_dims(q.shape) + " x " + format_dims(k.shape) +
+                     ": a dimension exceeds the BLAS's 32-bit int");
+  }
+  const BlasLibrary& lib = blas();
+  if (lib.sgemm == nullptr) {
+    throw DeviceError(std::string(op) + ": CPU attention needs a CBLAS, and " + lib.name +
+                      " cannot be loaded: " + lib.error);
+  }
 }
 
 }  // namespace kiln::cpu

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "cpu/blas_library.hpp"
 #include "cpu/kernels.hpp"
 
 namespace kiln::cpu {
@@ -20,5 +21,9 @@ struct Mat {
 // (f32, a row stride no smaller than D), else an f32 copy in scratch (n * D floats).
 Mat slab_rows(const detail::TensorImpl& t, std::int64_t b, std::int64_t h, std::int64_t r0,
               std::int64_t n, std::vector<float>& scratch, const KernelTable& k);
+
+// The checks both kernels make before calling the BLAS: every extent sgemm sees (Tk, D) fits its
+// 32-bit int (ValueError) and a CBLAS is loaded (DeviceError); `op` names the call in the message.
+void check_attention_blas(const char* op, const detail::TensorImpl& q, const detail::TensorImpl& k);
 
 }  // namespace kiln::cpu

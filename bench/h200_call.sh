@@ -79,10 +79,17 @@ for section in "$@"; do
       GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 280 .device/run kiln_tests \
         >"$OUT/tests_$i.log" 2>&1 &
     done
+    # The 2000-program CUDA gradient fuzz beside the shards (alone it takes over 90 s).
+    KILN_GRAD_FUZZ_PROGRAMS=2000 timeout 280 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
+      >"$OUT/gradfuzz.log" 2>&1 &
     t wait
     grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
-    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 240 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
-      2>&1 | grep -E "OK \]|FAILED|Failure|evaluates|program seed" | head -12
+    grep -E "OK \]|FAILED|Failure|evaluates|program seed" "$OUT/gradfuzz.log" | head -12
+    # The new kernels under compute-sanitizer (out-of-bounds and misaligned accesses, races).
+    t timeout 100 .device/run compute-sanitizer --tool memcheck --error-exitcode 1 .device/bin/kiln_tests \
+      --gtest_filter='CudaAttention*:HalfFunctions.EveryHalfInputOnCuda' 2>&1 | tail -4
+    t timeout 80 .device/run compute-sanitizer --tool racecheck --error-exitcode 1 .device/bin/kiln_tests \
+      --gtest_filter='CudaAttention*' 2>&1 | tail -4
     unset KILN_CUDA_NEW_KERNELS
     ;;
   ops)
@@ -115,6 +122,10 @@ for section in "$@"; do
     # The half-type forms and half random (not yet run on a GPU: core/new_cuda_kernels.hpp).
     KILN_CUDA_NEW_KERNELS=1 t timeout 150 .device/run kiln_elementwise_ops
     t timeout 150 python3 .device/peers/torch_elementwise_ops.py
+    ;;
+  halfnew)
+    # Only the half-type forms and half random (the default rows are in half's first run).
+    KILN_CUDA_NEW_KERNELS=1 t timeout 150 .device/run kiln_elementwise_ops
     ;;
   cpu)
     # Issue 16: the CPU BLAS as installed on the GPU machine's host.

@@ -49,6 +49,87 @@ TEST_P(LossTest, CrossEntropyWithIgnoreAndSmoothingMatchesFloat64) {
   }
 }
 
+// The loss and the logits' gradient of cross_entropy as float64 computes them from logits X
+// (row-major [N, C]); ignored rows have target -100.
+struct CrossEntropyRef {
+  double loss = 0;
+  std::vector<double> grad;
+};
+CrossEntropyRef cross_entropy_ref(const std::vector<float>& X, const std::vector<std::int32_t>& T,
+                                  int C, double s) {
+  const int N = static_cast<int>(T.size());
+  CrossEntropyRef r;
+  r.grad.assign(X.size(), 0.0);
+  int kept = 0;
+  for (int i = 0; i < N; ++i) kept += T[i] != -100;
+  for (int i = 0; i < N; ++i) {
+    if (T[i] == -100) continue;
+    double m = -1e300, z = 0, mean_x = 0;
+    for (int c = 0; c < C; ++c) m = std::max(m, double(X[i * C + c]));
+    for (int c = 0; c < C; ++c) z += std::exp(X[i * C + c] - m), mean_x += X[i * C + c] / C;
+    const double lse = m + std::log(z);
+    for (int c = 0; c < C; ++c)
+      r.grad[i * C + c] = (std::exp(X[i * C + c] - lse) - (1 - s) * (c == T[i]) - s / C) / kept;
+    r.loss += (lse - (1 - s) * X[i * C + T[i]] - s * mean_x) / kept;
+  }
+  return r;
+}
+
+// bf16 and f16 logits, also as a transposed view: the loss f32 from the half values (no extra
+// rounding), the gradient in the logits' dtype within one rounding of the float64 one.
+TEST_P(LossTest, CrossEntropyOfHalfAndStridedLogits) {
+  const int N = 33, C = 70;
+  const auto T = kt::ints(N, -1, C - 1, rng());
+  std::vector<std::int32_t> targets(T);
+  for (auto& v : targets) v = v < 0 ? -100 : v;
+  const auto t = Tensor<1>::from_data(targets, {N}, dev());
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (bool transposed : {false, true}) {
+      SCOPED_TRACE(std::string(kiln::dtype_name(dtype)) + (transposed ? " transposed" : ""));
+      const double s = transposed ? 0.2 : 0.0;
+      auto leaf =
+          (transposed ? Tensor<2>::from_data(kt::uniform(N * C, -6, 6, rng()), {C, N}, dev())
+                      : Tensor<2>::from_data(kt::uniform(N * C, -6, 6, rng()), {N, C}, dev()))
+              .to(dtype)
+              .requires_grad(true);
+      const auto x = transposed ? leaf.transpose(0, 1) : leaf;
+      const auto X = x.to(DType::f32).contiguous().to_vector();  // the half values, exactly
+      auto loss = kiln::cross_entropy(x, t, -100, s);
+      EXPECT_EQ(loss.dtype(), DType::f32);
+      loss.backward();
+      const auto want = cross_entropy_ref(X, targets, C, s);
+      EXPECT_NEAR(loss.item(), want.loss, 2e-6 * (1 + std::fabs(want.loss)));
+      ASSERT_EQ(leaf.grad()->dtype(), dtype);
+      const auto got = (transposed ? leaf.grad()->transpose(0, 1) : *leaf.grad())
+                           .to(DType::f32)
+                           .contiguous()
+                           .to_vector();
+      const double ulp = dtype == DType::bf16 ? 0x1p-8 : dtype == DType::f16 ? 0x1p-11 : 0x1p-23;
+      for (int k = 0; k < N * C; ++k)
+        ASSERT_NEAR(got[k], want.grad[k], ulp * std::fabs(want.grad[k]) + 1e-7) << k;
+    }
+  }
+}
+
+// Fused: neither forward nor backward writes a [N, C] tensor besides the logits' gradient.
+TEST_P(LossTest, CrossEntropyWritesNoProbabilities) {
+  const int N = 128, C = 2048;
+  const long long logits_bytes = 4LL * N * C;
+  auto x =
+      Tensor<2>::from_data(kt::uniform(N * C, -4, 4, rng()), {N, C}, dev()).requires_grad(true);
+  const auto t = Tensor<1>::from_data(kt::ints(N, 0, C - 1, rng()), {N}, dev());
+  dev().sync();
+  const long long before = kiln::memory_stats().live_bytes;
+  kiln::reset_peak_buffers();
+  auto loss = kiln::cross_entropy(x, t, -100, 0.1);
+  (void)loss.item();
+  EXPECT_LT(kiln::memory_stats().peak_bytes - before, logits_bytes / 8) << "forward";
+  loss.backward();
+  dev().sync();
+  EXPECT_LT(kiln::memory_stats().peak_bytes - before, logits_bytes + logits_bytes / 8)
+      << "backward: the gradient and per-row vectors only";
+}
+
 TEST_P(LossTest, MseAndNll) {
   auto a = Tensor<2>::from_data(kt::uniform(6, -1, 1, rng()), {2, 3}, dev()).requires_grad(true);
   auto b = Tensor<2>::from_data(kt::uniform(6, -1, 1, rng()), {2, 3}, dev());

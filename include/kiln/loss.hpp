@@ -1,9 +1,9 @@
-// Losses as torch.nn.functional's, with reduction "mean", composed from kiln's ops (so each is
-// differentiable through the ops it is made of): cross_entropy is log_softmax (the row kernel),
-// a gather of the targets and a weighted mean; the probabilities exist as log-probabilities for
-// one pass (a fused kernel that never writes them is issue 19's, not built yet). The losses are
-// on autocast's f32 list (kiln/autocast.hpp): under a guard, half scores are cast up to f32 first
-// (cross_entropy through log_softmax, itself on the list), and the loss is f32.
+// Losses as torch.nn.functional's, with reduction "mean". nll_loss and mse_loss are composed from
+// kiln's ops (so each is differentiable through the ops it is made of); cross_entropy is fused
+// (src/frontend/loss.cpp): per-row statistics of the logits, never a [N, C] tensor of
+// probabilities, and a gradient that is one element-wise program over the logits. The losses are
+// on autocast's f32 list (kiln/autocast.hpp): they compute in f32 from half inputs and the loss
+// is f32.
 #pragma once
 
 #include <string>
@@ -49,13 +49,9 @@ inline Tensor<0> cross_entropy(const Tensor<2>& logits, const Tensor<1>& targets
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
     throw ValueError("cross_entropy: label_smoothing must be in [0, 1], got " +
                      std::to_string(label_smoothing));
-  const auto log_probs = logits.log_softmax(1);
-  const auto nll = nll_loss(log_probs, targets, ignore_index);
-  if (label_smoothing == 0.0) return nll;
-  const auto weight = (targets != ignore_index).to(logits.dtype());
-  const auto smooth = -(log_probs.mean(1) * weight).sum() / weight.sum();
-  return nll * static_cast<float>(1.0 - label_smoothing) +
-         smooth * static_cast<float>(label_smoothing);
+  return Tensor<0>(detail::cross_entropy(logits.handle("cross_entropy"),
+                                         targets.handle("cross_entropy"), ignore_index,
+                                         label_smoothing));
 }
 
 // mean((a - b)^2) over every element (torch.nn.functional.mse_loss).

@@ -45,18 +45,6 @@ Handle mm(Backend& be, const TensorImpl& a, const TensorImpl& c) {
   return out;
 }
 
-// An i32 [n] tensor 0, 1, ..., n - 1, seen along dim `dim` of `shape` (stride 0 elsewhere).
-TensorImpl iota_along(Backend& be, std::int64_t n, int dim, const Dims& shape) {
-  ir::Program p;
-  p.output(p.index());
-  const Handle h = run(be, p, {}, {}, {n})[0];
-  TensorImpl v = *h;
-  v.shape = shape;
-  v.strides.assign(shape.size(), 0);
-  v.strides[static_cast<std::size_t>(dim)] = 1;
-  return v;
-}
-
 // A [B H, T, D] f32 gradient as the [B, H, T, D] input's dtype.
 Handle unfolded(Backend& be, const Handle& g, const Dims& shape, DType dtype) {
   TensorImpl v = *g;

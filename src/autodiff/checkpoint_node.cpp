@@ -74,12 +74,7 @@ class CheckpointNode final : public Node {
 
 void record_checkpoint(Region fn, std::span<const Handle> inputs, const TensorImpl& out,
                        std::function<Backend&(Device)> backend) {
-  auto node = std::make_shared<CheckpointNode>(std::move(fn), inputs, std::move(backend));
-  node->sequence = next_sequence();
-  node->device = out.device;
-  std::shared_ptr<Meta> m = meta_for(out);
-  m->writers.push_back(node);
-  node->outputs = {{m, View::of(out)}};
+  record_writer(std::make_shared<CheckpointNode>(std::move(fn), inputs, std::move(backend)), out);
 }
 
 }  // namespace kiln::autodiff

@@ -31,6 +31,14 @@ void set_grad_enabled(bool on) { grad_on = on; }
 
 std::uint64_t next_sequence() { return sequence_counter.fetch_add(1, std::memory_order_relaxed); }
 
+void record_writer(const std::shared_ptr<Node>& node, const TensorImpl& out) {
+  node->sequence = next_sequence();
+  node->device = out.device;
+  std::shared_ptr<Meta> m = meta_for(out);
+  m->writers.push_back(node);
+  node->outputs = {{m, View::of(out)}};
+}
+
 View View::of(const TensorImpl& t) { return {t.dtype, t.device, t.shape, t.strides, t.offset}; }
 
 TensorImpl View::over(std::shared_ptr<detail::Buffer> buffer) const {

@@ -119,6 +119,10 @@ class Node {
 
 // The next sequence number.
 std::uint64_t next_sequence();
+// Records `node`, made by the front end rather than by a backend call (a checkpoint, a fused
+// loss), as the one writer of `out`, a floating result: its sequence number and device are
+// taken now, after those of the nodes of its inputs.
+void record_writer(const std::shared_ptr<Node>& node, const TensorImpl& out);
 // Nodes alive in the process (kiln::autodiff_stats), for tests that a graph goes with its tensors.
 std::int64_t live_nodes();
 

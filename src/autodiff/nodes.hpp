@@ -58,6 +58,12 @@ AttentionGrads attention_backward(Backend& be, const TensorImpl& q, const Tensor
                                   const TensorImpl& lse, const detail::AttentionParams& params,
                                   std::array<bool, 3> want = {true, true, true});
 
+// kiln::cross_entropy (cross_entropy_node.cpp): `loss`, computed by the front end with recording
+// off, takes its gradient to logits [N, C] (which needs one) as one element-wise program, from
+// the targets [N] i32, the rows' logsumexp lse [N] f32 and their weights in the mean [N] f32.
+void record_cross_entropy(const Handle& logits, const Handle& targets, const Handle& lse,
+                          const Handle& weight, double smoothing, const TensorImpl& loss);
+
 // kiln::checkpoint: `region` computed out (a fresh result, whose buffer no recorded op wrote)
 // from `inputs` with recording off; backward runs it again from the saved inputs.
 using Region = std::function<Handle(const std::vector<Handle>&)>;

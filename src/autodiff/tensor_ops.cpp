@@ -59,6 +59,17 @@ TensorImpl broadcast(const TensorImpl& t, const Dims& shape) {
   return v;
 }
 
+TensorImpl iota_along(Backend& be, std::int64_t n, int dim, const Dims& shape) {
+  ir::Program p;
+  p.output(p.index());
+  const Handle h = run(be, p, {}, {}, {n})[0];
+  TensorImpl v = *h;
+  v.shape = shape;
+  v.strides.assign(shape.size(), 0);
+  v.strides[static_cast<std::size_t>(dim)] = 1;
+  return v;
+}
+
 TensorImpl swapped(const TensorImpl& t, int d0, int d1) {
   TensorImpl v = t;
   std::swap(v.shape[d0], v.shape[d1]);

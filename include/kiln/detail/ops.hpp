@@ -125,6 +125,10 @@ void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook);
 bool grad_enabled();
 void set_grad_enabled(bool on);
 long long live_autodiff_nodes();
+// Losses (src/frontend/loss.cpp): cross_entropy from per-row statistics, checked by the caller
+// (kiln/loss.hpp), recording one node whose gradient is one element-wise program.
+Handle cross_entropy(const Handle& logits, const Handle& targets, int ignore_index,
+                     double label_smoothing);
 // Views: pieces of `size` along dim (the last one shorter), or of the given sizes.
 std::vector<Handle> split(const Handle& x, std::int64_t size, int dim);
 std::vector<Handle> split(const Handle& x, std::span<const std::int64_t> sizes, int dim);

@@ -15,7 +15,8 @@
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
 # (the MLP step beside PyTorch), attention (the fused kernel beside
-# PyTorch's SDPA), half (half matmul and element-wise ops), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
+# PyTorch's SDPA), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
+# element-wise ops), halfnew (only the half forms), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
 # bench --train), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
@@ -76,19 +77,19 @@ for section in "$@"; do
     # attention kernels run only when asked until this suite has passed them on a GPU.
     export KILN_CUDA_NEW_KERNELS=1
     for i in 0 1 2 3; do
-      GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 280 .device/run kiln_tests \
+      GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 220 .device/run kiln_tests \
         >"$OUT/tests_$i.log" 2>&1 &
     done
     # The 2000-program CUDA gradient fuzz beside the shards (alone it takes over 90 s).
-    KILN_GRAD_FUZZ_PROGRAMS=2000 timeout 280 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
+    KILN_GRAD_FUZZ_PROGRAMS=2000 timeout 220 .device/run kiln_tests --gtest_filter='*GradFuzz*cuda*' \
       >"$OUT/gradfuzz.log" 2>&1 &
     t wait
     grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
     grep -E "OK \]|FAILED|Failure|evaluates|program seed" "$OUT/gradfuzz.log" | head -12
     # The new kernels under compute-sanitizer (out-of-bounds and misaligned accesses, races).
-    t timeout 100 .device/run compute-sanitizer --tool memcheck --error-exitcode 1 .device/bin/kiln_tests \
-      --gtest_filter='CudaAttention*:HalfFunctions.EveryHalfInputOnCuda' 2>&1 | tail -4
-    t timeout 80 .device/run compute-sanitizer --tool racecheck --error-exitcode 1 .device/bin/kiln_tests \
+    t timeout 60 .device/run compute-sanitizer --tool memcheck --error-exitcode 1 .device/bin/kiln_tests \
+      --gtest_filter='CudaAttention*' 2>&1 | tail -4
+    t timeout 45 .device/run compute-sanitizer --tool racecheck --error-exitcode 1 .device/bin/kiln_tests \
       --gtest_filter='CudaAttention*' 2>&1 | tail -4
     unset KILN_CUDA_NEW_KERNELS
     ;;
@@ -109,9 +110,9 @@ for section in "$@"; do
     # Issue 19: the fused attention kernel beside the composed form and PyTorch's SDPA (and, after
     # them, the GPT-2 step with the kernels: kiln bench --train).
     export KILN_CUDA_NEW_KERNELS=1
-    t timeout 150 .device/run kiln_attention_ops
-    t timeout 150 python3 .device/peers/torch_attention.py
-    t timeout 200 .device/run kiln bench --train --device cuda --runs 10
+    t timeout 90 .device/run kiln_attention_ops
+    t timeout 90 python3 .device/peers/torch_attention.py
+    t timeout 150 .device/run kiln bench --train --device cuda --runs 10
     unset KILN_CUDA_NEW_KERNELS
     ;;
   half)
@@ -122,6 +123,11 @@ for section in "$@"; do
     # The half-type forms and half random (not yet run on a GPU: core/new_cuda_kernels.hpp).
     KILN_CUDA_NEW_KERNELS=1 t timeout 150 .device/run kiln_elementwise_ops
     t timeout 150 python3 .device/peers/torch_elementwise_ops.py
+    ;;
+  ce)
+    # Issue 19: the fused cross-entropy beside the composed form and F.cross_entropy.
+    t timeout 60 .device/run kiln_cross_entropy
+    t timeout 90 python3 .device/peers/torch_cross_entropy.py
     ;;
   halfnew)
     # Only the half-type forms and half random (the default rows are in half's first run).

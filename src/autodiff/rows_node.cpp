@@ -5,6 +5,7 @@
 //   layer_norm:  xhat = (x - mean) rstd, dxhat = g w: dx = rstd (dxhat - mean(dxhat) -
 //                xhat mean(dxhat xhat)); dw = sum over rows of g xhat, db = sum over rows of g
 //   rms_norm:    xhat = x rstd: dx = rstd (dxhat - xhat mean(dxhat xhat)); dw as layer_norm's
+//   logsumexp:   dx = g exp(x - y), g and y one value per row
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -70,6 +71,7 @@ class RowsNode final : public Node {
     // x, (y: y_), weight, mean, rstd. softmax's and log_softmax's gradients read y alone: x (the
     // logits of a cross-entropy, attention's scores) is not kept for them.
     saved_ = {nullptr, nullptr, nullptr, nullptr, nullptr};
+    if (op == RowOp::logsumexp) saved_[0] = keep(x);
     if (detail::row_op_normalises(op)) {
       saved_[0] = keep(x);
       if (!stats.rstd || (op == RowOp::layer_norm && !stats.mean))
@@ -85,13 +87,30 @@ class RowsNode final : public Node {
   }
   const char* name() const override { return detail::row_op_name(op_); }
   bool release() override { return std::exchange(saved_, {}).size() > 0; }
-  bool reads_outputs() const override { return op_ == RowOp::softmax || op_ == RowOp::log_softmax; }
+  bool reads_outputs() const override { return !detail::row_op_normalises(op_); }
 
   std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
     const TensorImpl& g = *grads[0];
     const Dims& shape = x_shape_;
     const int last = static_cast<int>(shape.size()) - 1;
     std::vector<Handle> out;
+    if (op_ == RowOp::logsumexp) {
+      const Handle y_kept = y_.get();
+      TensorImpl g_rows = g;  // [rows] seen at every element of its row
+      g_rows.strides.push_back(0);
+      g_rows.shape = shape;
+      const TensorImpl y_rows = per_row(*y_kept, shape);
+      const TensorImpl& x = *saved_[0];
+      ir::Program p;
+      const auto xv = p.cast(p.input(x.dtype), kF32), gv = p.cast(p.input(g.dtype), kF32),
+                 yv = p.input(kF32);
+      p.output(
+          p.cast(p.binary(ir::Op::mul, gv, p.unary(ir::Op::exp, p.binary(ir::Op::sub, xv, yv))),
+                 x_dtype_));
+      const TensorImpl* in[] = {&x, &g_rows, &y_rows};
+      out.push_back(run(be, p, in, {}, shape)[0]);
+      return out;
+    }
     if (op_ == RowOp::softmax || op_ == RowOp::log_softmax) {
       const Handle y_kept = y_.get();
       const TensorImpl& y = *y_kept;

@@ -112,11 +112,16 @@ void check_index_call(IndexOp op, const TensorImpl& x, int dim, const TensorImpl
 //   log_softmax  y = x - max - log(sum(exp(x - max)))
 //   layer_norm   y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (biased var)
 //   rms_norm     y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps)
+//   logsumexp    y[r] = max + log(sum(exp(x - max))), one f32 value per row: y has shape
+//                x.shape[:-1] (version 8; what a fused cross-entropy needs, never a row of y)
 // computed in f32 or wider whatever x's dtype (bf16, f16 load to f32, y is rounded once). A NaN in
-// a row makes its softmax row NaN, as does a row of -inf or one holding +inf (as PyTorch).
-enum class RowOp : std::uint8_t { softmax, log_softmax, layer_norm, rms_norm };
+// a row makes its softmax row NaN, as does a row of -inf or one holding +inf (as PyTorch); the
+// logsumexp of such a row is NaN.
+enum class RowOp : std::uint8_t { softmax, log_softmax, layer_norm, rms_norm, logsumexp };
 const char* row_op_name(RowOp op);
 inline bool row_op_normalises(RowOp op) { return op == RowOp::layer_norm || op == RowOp::rms_norm; }
+// logsumexp: y holds one f32 value per row instead of x's shape and dtype.
+inline bool row_op_reduces(RowOp op) { return op == RowOp::logsumexp; }
 // The norms' parameters: weight (both) and bias (layer_norm), [n] contiguous tensors of x's dtype,
 // each optional; eps >= 0. The softmaxes take none of them.
 struct RowParams {
@@ -200,8 +205,8 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
                                    const TensorImpl& dv);
 
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 7)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 7;
+// (static_assert(kBackendInterfaceVersion == 8)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 8;
 
 // The kinds of call `supports` is asked about.
 enum class BackendOp : std::uint8_t {
@@ -271,8 +276,9 @@ class Backend {
   // under kiln::deterministic() their sums run in a fixed order (index order per destination).
   virtual void index(IndexOp op, const TensorImpl& x, int dim, const TensorImpl& index,
                      const TensorImpl* src, Out out) = 0;
-  // The RowOp family (see RowOp) over x's last dim (version 5): x f32, bf16 or f16, of rank >= 1,
-  // read through its RowView (row_view); y contiguous, of x's shape and dtype; params and stats as
+  // The RowOp family (see RowOp) over x's last dim (version 5; logsumexp version 8): x f32, bf16 or
+  // f16, of rank >= 1, read through its RowView (row_view); y contiguous, of x's shape and dtype
+  // (logsumexp: f32, of shape x.shape[:-1]); params and stats as
   // their types say. Rows of 0 elements are refused by the norms (no mean) and give an empty y for
   // the softmaxes. The call neither syncs nor reads back.
   virtual void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,

@@ -3,12 +3,14 @@
 // bounds. What is checked:
 //   x         f32, bf16 or f16 (DTypeError), rank >= 1 (ShapeError), readable as rows (row_view:
 //             ValueError otherwise)
-//   y         x's shape (ShapeError) and dtype (DTypeError), contiguous (ValueError)
+//   y         x's shape (ShapeError) and dtype (DTypeError), contiguous (ValueError); logsumexp:
+//             f32 of shape x.shape[:-1]
 //   params    softmax and log_softmax take no weight, bias or eps; rms_norm no bias (ValueError);
 //             weight and bias are [n] (ShapeError), x's dtype (DTypeError), contiguous; eps >= 0
 //   stats     norms only; mean for layer_norm only (ValueError); f32 (DTypeError), shape
 //             x.shape[:-1] (ShapeError), contiguous
-//   n == 0    a norm of rows of zero elements has no mean (ValueError) when rows exist
+//   n == 0    a norm of rows of zero elements has no mean, and logsumexp refuses them too
+//             (ValueError) when rows exist
 #include <fmt/format.h>
 
 #include "backend/backend.hpp"
@@ -26,6 +28,8 @@ const char* row_op_name(RowOp op) {
       return "layer_norm";
     case RowOp::rms_norm:
       return "rms_norm";
+    case RowOp::logsumexp:
+      return "logsumexp";
   }
   return "?";
 }
@@ -95,13 +99,16 @@ RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, 
         fmt::format("{}: x must be f32, bf16 or f16, got {}", name, dtype_name(x.dtype)));
   }
   if (x.rank() < 1) throw ShapeError(fmt::format("{}: x must have rank >= 1", name));
-  if (y.dtype != x.dtype) {
+  const bool reduces = row_op_reduces(op);
+  const DType y_dtype = reduces ? DType::f32 : x.dtype;
+  const Dims y_shape = reduces ? Dims(x.shape.begin(), x.shape.end() - 1) : x.shape;
+  if (y.dtype != y_dtype) {
     throw DTypeError(
-        fmt::format("{}: y is {} but x is {}", name, dtype_name(y.dtype), dtype_name(x.dtype)));
+        fmt::format("{}: y is {} but must be {}", name, dtype_name(y.dtype), dtype_name(y_dtype)));
   }
-  if (y.shape != x.shape) {
-    throw ShapeError(fmt::format("{}: y {} must have x's shape {}", name, format_dims(y.shape),
-                                 format_dims(x.shape)));
+  if (y.shape != y_shape) {
+    throw ShapeError(fmt::format("{}: y {} must have shape {}", name, format_dims(y.shape),
+                                 format_dims(y_shape)));
   }
   if (!y.is_contiguous()) throw ValueError(fmt::format("{}: y must be contiguous", name));
   const bool norm = row_op_normalises(op);
@@ -125,8 +132,8 @@ RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, 
         "copy it first",
         name, format_dims(x.shape), format_dims(x.strides)));
   }
-  if (norm && v->n == 0 && v->rows > 0) {
-    throw ValueError(fmt::format("{}: cannot normalise rows of 0 elements", name));
+  if ((norm || reduces) && v->n == 0 && v->rows > 0) {
+    throw ValueError(fmt::format("{}: needs rows of at least 1 element", name));
   }
   return *v;
 }

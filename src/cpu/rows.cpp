@@ -1,5 +1,5 @@
-// The CPU's row family (Backend::rows): softmax, log_softmax, layer_norm, rms_norm over the last
-// dim.
+// The CPU's row family (Backend::rows): softmax, log_softmax, layer_norm, rms_norm and logsumexp
+// over the last dim.
 //
 // oneTBB splits the rows; a task works one row at a time in a per-task f32 scratch row that stays
 // in cache (a half-type row is converted into it first, with the kernel table's conversions), so
@@ -12,7 +12,8 @@
 // their variance in two passes (sum of (x - mean)^2 in double about the double mean), so a row of
 // 1e4 + noise keeps its variance, and y = (x - mean) * rstd is taken in double before the f32
 // weight and bias. softmax: y = e / s with e = exp(x - max) in f32 (1 ULP) and s rounded once to
-// f32; log_softmax: (x - max) - log(s), log in double. Half types compute in f32 and round once.
+// f32; log_softmax: (x - max) - log(s), log in double; logsumexp: max + log(s) in double, rounded
+// once to f32. Half types compute in f32 and round once.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -89,6 +90,14 @@ void row(const Job& j, std::int64_t r, float* load, float* work) {
     j.k.half_to_f32(j.t, reinterpret_cast<const std::uint16_t*>(src), load, un);
     xr = load;
   }
+  if (j.op == RowOp::logsumexp) {
+    const float m = row_max(xr, n);
+    j.k.binary(ir::Op::sub, DType::f32, Lanes{xr}, Lanes{&m, true}, work, un);
+    j.k.unary(ir::Op::exp, DType::f32, DType::f32, Lanes{work}, work, un);
+    const double s = sum_of(work, n, [](double v) { return v; });
+    reinterpret_cast<float*>(j.y)[r] = static_cast<float>(static_cast<double>(m) + std::log(s));
+    return;
+  }
   char* dst = j.y + static_cast<std::size_t>(r * n) * j.size;
   float* out = j.t == DType::f32 ? reinterpret_cast<float*>(dst) : work;
   const Lanes xl{xr};
@@ -130,6 +139,8 @@ void row(const Job& j, std::int64_t r, float* load, float* work) {
       }
       break;
     }
+    case RowOp::logsumexp:
+      break;  // (returned above: no row of y)
   }
   if (j.t != DType::f32) j.k.f32_to_half(j.t, out, reinterpret_cast<std::uint16_t*>(dst), un);
 }

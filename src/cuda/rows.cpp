@@ -1,5 +1,6 @@
 // The CUDA backend's row family (Backend::rows): kernels/rows.cuh, one block per row, queued on the
-// device's stream with no host sync.
+// device's stream with no host sync. logsumexp runs the softmax kernels, which then write one f32
+// per row instead of y's row.
 //
 // The launch shape: V = 16 bytes of elements per load where n and the row stride are multiples of
 // it and x, y, weight and bias are 16-byte aligned, else 1. A row of W = ceil(n / V) loads fits in
@@ -86,8 +87,8 @@ void rows(Context& ctx, RowOp op, const TensorImpl& x, const detail::RowParams& 
     args.pointer(stats.mean ? (*stats.mean)->data() : nullptr);
     args.pointer(stats.rstd ? (*stats.rstd)->data() : nullptr);
     args.value(static_cast<int>(op == RowOp::rms_norm));
-  } else {
-    args.value(static_cast<int>(op == RowOp::log_softmax));
+  } else {  // the softmax kernels' mode (kernels/rows.cuh)
+    args.value(op == RowOp::logsumexp ? 2 : static_cast<int>(op == RowOp::log_softmax));
   }
   const auto grid = static_cast<unsigned>(std::min<long long>(view.rows, 1LL << 30));
   launch(ctx, kernel, grid, shape.threads, args.pointers());

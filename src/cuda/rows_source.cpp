@@ -21,7 +21,8 @@ std::string entry_points(DType t) {
       s += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__(1024) {}(const {}* x, {}* y, long long "
           "rows, long long n, "
-          "long long stride, int log) {{\n  kr::softmax_{}<{}>(x, y, rows, n, stride, log);\n}}\n",
+          "long long stride, int mode) {{\n  kr::softmax_{}<{}>(x, y, rows, n, stride, "
+          "mode);\n}}\n",
           rows_kernel_name("softmax", t, v, k), T, T, shape, tmpl);
       s += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__(1024) {}(const {}* x, {}* y, const {}* "

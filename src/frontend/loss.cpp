@@ -1,11 +1,10 @@
 // kiln::cross_entropy fused: the loss from per-row statistics, never a [N, C] tensor of
-// probabilities or log-probabilities. With m the row's max and lse = m + log(sum exp(x - m)),
-// a kept row's loss is lse - (1 - s) x[t] - s mean(x) (s the label smoothing), and the loss is
-// their mean. Forward reads the logits twice (the max, then the sum of exponentials, whose
-// element-wise part the fusion decorator evaluates inside the reduction) and the targets' logits
-// once; nothing [N, C] is written. Everything is computed in f32 whatever the logits' dtype (the
-// loss is f32, as under autocast's f32 list). The gradient is one node whose backward is one
-// element-wise program over the logits (src/autodiff/cross_entropy_node.cpp).
+// probabilities or log-probabilities. With lse the row's logsumexp (the row kernel,
+// Backend::rows' logsumexp: one read of the logits), a kept row's loss is
+// lse - (1 - s) x[t] - s mean(x) (s the label smoothing; the mean is a second read), and the loss
+// is their mean; nothing [N, C] is written. Everything is computed in f32 whatever the logits'
+// dtype (the loss is f32, as under autocast's f32 list). The gradient is one node whose backward is
+// one element-wise program over the logits (src/autodiff/cross_entropy_node.cpp).
 #include "frontend/ops_common.hpp"
 #include "kiln/autograd.hpp"
 #include "kiln/tensor.hpp"
@@ -17,23 +16,23 @@ namespace kiln::detail {
 
 Handle cross_entropy(const Handle& logits, const Handle& targets, int ignore_index,
                      double label_smoothing) {
+  if (logits->shape[1] == 0) throw ValueError("cross_entropy: the logits have no classes (C = 0)");
   const bool record = grad_enabled() && requires_grad(logits);
   const Tensor<2> x(logits);
   const Tensor<1> t(targets);
   Handle lse, weight, loss;
   {
     NoGradGuard no_grad;  // the node below is the loss's only one
-    // (Each reduction its own statement: a temporary [N, C] value still alive when the next op
-    // closes the fused group would be written.)
-    const auto m = x.max(1, keepdim).to(DType::f32);
-    const auto sum_exp = (x.to(DType::f32) - m).exp().sum(1, keepdim);
-    const auto row_lse = sum_exp.log() + m;
+    const auto row_lse =
+        Tensor<1>(run_rows(RowOp::logsumexp, logits, Handle{}, Handle{}, 0.0).y).unsqueeze(1);
     const auto kept_rows = t != ignore_index;
     const auto keep = kept_rows.unsqueeze(1);
     // (An ignored row's target may lie outside [0, C): it picks column 0 and is weighted 0.)
     const auto picked = x.gather(1, where(kept_rows, t, 0).unsqueeze(1)).to(DType::f32);
     auto row = row_lse - picked * static_cast<float>(1.0 - label_smoothing);
     if (label_smoothing != 0.0) {
+      // (Its own statement: a temporary [N, C] value still alive when the next op closes the
+      // fused group would be written.)
       const auto mean_x = x.to(DType::f32).mean(1, keepdim);
       row = row - mean_x * static_cast<float>(label_smoothing);
     }

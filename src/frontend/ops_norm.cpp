@@ -57,7 +57,8 @@ NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Ha
   const bool norm = row_op_normalises(op);
   const Dims row_shape(x->shape.begin(), x->shape.end() - 1);
   NormResult r;
-  r.y = allocate(name, be, x->shape, x->dtype);
+  const bool reduces = row_op_reduces(op);  // logsumexp: one f32 per row
+  r.y = allocate(name, be, reduces ? row_shape : x->shape, reduces ? DType::f32 : x->dtype);
   if (norm) {
     if (op == RowOp::layer_norm) r.mean = allocate(name, be, row_shape, DType::f32);
     r.rstd = allocate(name, be, row_shape, DType::f32);

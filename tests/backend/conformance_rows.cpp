@@ -27,7 +27,8 @@ using kiln::detail::TensorImpl;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::layer_norm, RowOp::rms_norm};
+constexpr RowOp kOps[] = {RowOp::softmax, RowOp::log_softmax, RowOp::layer_norm, RowOp::rms_norm,
+                          RowOp::logsumexp};
 
 struct Ref {
   Values y, mean, rstd;
@@ -39,11 +40,15 @@ Ref reference(RowOp op, const Values& x, std::int64_t rows, std::int64_t n, cons
   Ref r;
   for (std::int64_t i = 0; i < rows; ++i) {
     const double* row = x.data() + i * n;
-    if (op == RowOp::softmax || op == RowOp::log_softmax) {
+    if (!kiln::detail::row_op_normalises(op)) {
       double m = -kInf, s = 0;
       for (std::int64_t j = 0; j < n; ++j)
         m = std::isnan(row[j]) || std::isnan(m) ? kNaN : std::max(m, row[j]);
       for (std::int64_t j = 0; j < n; ++j) s += std::exp(row[j] - m);
+      if (op == RowOp::logsumexp) {  // (a row of -inf, or holding +inf: NaN, as its softmax)
+        r.y.push_back(m + std::log(s));
+        continue;
+      }
       for (std::int64_t j = 0; j < n; ++j)
         r.y.push_back(op == RowOp::softmax ? std::exp(row[j] - m) / s : row[j] - m - std::log(s));
       continue;
@@ -87,6 +92,7 @@ kt::Tol tol(RowOp op) {
     case RowOp::softmax:
       return {16, 2e-5, 1e-9};
     case RowOp::log_softmax:
+    case RowOp::logsumexp:
       return {16, 1e-5, 2e-5};
     default:
       return {16, 2e-5, 2e-5};
@@ -104,7 +110,10 @@ class BackendRows : public kc::ChainTest {
     const Dims rs(s.begin(), s.end() - 1);
     const DType t = x.view.dtype;
     const bool norm = kiln::detail::row_op_normalises(op);
-    Operand y = output(s, t);
+    // logsumexp: one f32 per row, held to the f32 bound whatever x's dtype.
+    const bool reduces = kiln::detail::row_op_reduces(op), half_y = kiln::is_half(t) && !reduces;
+    const Dims ys = reduces ? rs : s;
+    Operand y = output(ys, reduces ? DType::f32 : t);
     Operand mean = output(rs, DType::f32), rstd = output(rs, DType::f32);
     RowStats st;
     if (stats && op == RowOp::layer_norm) st.mean.emplace(mean.view);
@@ -114,9 +123,9 @@ class BackendRows : public kc::ChainTest {
     const Values wv = w ? w->values() : Values{}, bv = b ? b->values() : Values{};
     const Ref want = reference(op, x.values(), rows, n, w ? &wv : nullptr, b ? &bv : nullptr, eps);
     // Half types: within one ULP of the type plus the f32 work's absolute error.
-    const Values slack(want.y.size(), kiln::is_half(t) ? 2e-5 : 0.0);
-    EXPECT_TRUE(kc::matches(read(y), s, want.y, kiln::is_half(t) ? kt::Tol{1} : tol(op),
-                            kiln::is_half(t) ? &slack : nullptr));
+    const Values slack(want.y.size(), half_y ? 2e-5 : 0.0);
+    EXPECT_TRUE(
+        kc::matches(read(y), ys, want.y, half_y ? kt::Tol{1} : tol(op), half_y ? &slack : nullptr));
     if (st.mean) {
       EXPECT_TRUE(kc::matches(read(mean), rs, want.mean, kt::Tol{0, 1e-5, 1e-5}));
     }
@@ -200,7 +209,7 @@ TEST_P(BackendRows, ExtremeValuesAsPyTorch) {
               rows[static_cast<std::size_t>(i * 8 + j)];
       return v;
     });
-    for (RowOp op : {RowOp::softmax, RowOp::log_softmax}) {
+    for (RowOp op : {RowOp::softmax, RowOp::log_softmax, RowOp::logsumexp}) {
       SCOPED_TRACE(std::to_string(n) + " " + kiln::detail::row_op_name(op));
       check(op, x, nullptr, nullptr, false);
     }
@@ -335,6 +344,22 @@ TEST_P(BackendRows, ContractErrors) {
       [&] {
         be().rows(RowOp::layer_norm, e.view, {nullptr, nullptr, 1e-5}, Out(*ye), {});
       },
+      kiln::ValueError{""});
+  // logsumexp writes one f32 per row.
+  Handle row_f32 = be().empty({4}, DType::f32), row_bf16 = be().empty({4}, DType::bf16);
+  Handle e_rows = be().empty({3}, DType::f32);
+  expect(
+      "logsumexp y shape", [&] { be().rows(RowOp::logsumexp, x.view, {}, Out(*y), {}); },
+      kiln::ShapeError{""});
+  expect(
+      "logsumexp y dtype", [&] { be().rows(RowOp::logsumexp, x.view, {}, Out(*row_bf16), {}); },
+      kiln::DTypeError{""});
+  expect(
+      "logsumexp weight",
+      [&] { be().rows(RowOp::logsumexp, x.view, {&w.view}, Out(*row_f32), {}); },
+      kiln::ValueError{""});
+  expect(
+      "logsumexp of empty rows", [&] { be().rows(RowOp::logsumexp, e.view, {}, Out(*e_rows), {}); },
       kiln::ValueError{""});
 }
 

@@ -1,4 +1,5 @@
-// kiln row ops: the device side of softmax, log_softmax, layer_norm and rms_norm over the last dim.
+// kiln row ops: the device side of softmax, log_softmax, logsumexp, layer_norm and rms_norm over
+// the last dim.
 //
 // CUDA C compiled by NVRTC at run time, never by the host compiler: cmake/KilnEmbed.cmake embeds
 // this file's bytes in kiln, and src/cuda/rows_source.cpp makes one source per dtype of the
@@ -160,16 +161,26 @@ __device__ __forceinline__ void split_mean(float p, float q, float& hi, float& l
   lo = q - (hi - p);
 }
 
-// ---- softmax and log_softmax ----
+// ---- softmax, log_softmax and logsumexp ----
+// mode: 0 softmax, 1 log_softmax (y a row of x's dtype), 2 logsumexp (y[r] one f32 per row,
+// written by thread 0; the exponentials are only summed).
+
+// Writes row r's logsumexp m + log(s); a row of -inf (s = 0) or holding +inf is NaN, as the
+// softmax row is.
+template <class T>
+__device__ __forceinline__ void put_logsumexp(T* y, long long r, float m, float s) {
+  if (threadIdx.x == 0)
+    reinterpret_cast<float*>(y)[r] = m == -kInf() ? __int_as_float(0x7fc00000) : m + logf(s);
+}
 
 template <class T, int V, int K>
 __device__ void softmax_fit(const T* __restrict__ x, T* __restrict__ y, long long rows, long long n,
-                            long long stride, int log) {
+                            long long stride, int mode) {
+  const int log = mode == 1;
   __shared__ float sh[32];
   const long long W = n / V + (n % V != 0);
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * stride;
-    T* yr = y + r * n;
     float v[K][V];
     float m = -kInf();
 #pragma unroll
@@ -196,7 +207,12 @@ __device__ void softmax_fit(const T* __restrict__ x, T* __restrict__ y, long lon
       }
     }
     s = block_all<Sum>(s, sh);
+    if (mode == 2) {
+      put_logsumexp(y, r, m, s);
+      continue;
+    }
     const float inv = 1.0f / s, ls = logf(s);
+    T* yr = y + r * n;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const long long j = threadIdx.x + (long long)k * blockDim.x;
@@ -211,12 +227,12 @@ __device__ void softmax_fit(const T* __restrict__ x, T* __restrict__ y, long lon
 
 template <class T, int V>
 __device__ void softmax_stream(const T* __restrict__ x, T* __restrict__ y, long long rows,
-                               long long n, long long stride, int log) {
+                               long long n, long long stride, int mode) {
+  const int log = mode == 1;
   __shared__ float shm[32], shs[32];
   const long long W = n / V + (n % V != 0);
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * stride;
-    T* yr = y + r * n;
     float m = -kInf(), s = 0.0f, v[V];
     for (long long j = threadIdx.x; j < W; j += blockDim.x) {
       load<V>(xr + j * V, v);
@@ -224,9 +240,14 @@ __device__ void softmax_stream(const T* __restrict__ x, T* __restrict__ y, long 
       for (int i = 0; i < V; ++i) online(m, s, v[i]);
     }
     block_pair(m, s, shm, shs);
+    if (mode == 2) {
+      put_logsumexp(y, r, m, m == kInf() ? __int_as_float(0x7fc00000) : s);
+      continue;
+    }
     if (m == kInf())
       s = __int_as_float(0x7fc00000);  // exp(inf - inf): the row is NaN, as the fit kernel's
     const float inv = 1.0f / s, ls = logf(s);
+    T* yr = y + r * n;
     for (long long j = threadIdx.x; j < W; j += blockDim.x) {
       load<V>(xr + j * V, v);
 #pragma unroll

@@ -163,28 +163,18 @@ TEST(HalfFunctions, EveryHalfInputOnCpu) {
   pow_grid(Device::cpu());
 }
 
-// Run on the GPU machine: the generated kernels with the cheap forms (which run only with
-// KILN_CUDA_NEW_KERNELS=1 until this test has passed there; h200_call.sh's tests section sets it
-// for the whole suite, so that no kernel compiled earlier in the process without them is reused).
+// Run on the GPU machine: the generated kernels with the cheap forms (passed on the H100,
+// 2026-12-06).
 TEST(HalfFunctions, EveryHalfInputOnCuda) {
   KILN_REQUIRE_CUDA();
-  setenv("KILN_CUDA_NEW_KERNELS", "1", 1);
   every_half_input(Device::cuda(0));
   pow_grid(Device::cuda(0));
-  unsetenv("KILN_CUDA_NEW_KERNELS");
 }
 
 // The generator's rule: a node takes the cheap form only where its value is rounded to a half
 // type before anything reads it.
 TEST(HalfFunctions, CheapFormsOnlyForValuesRoundedToAHalfType) {
   const auto body = [](const Program& p) { return kiln::ir::cuda_body(p, "b", false); };
-  {  // none at all until they have run on a GPU and KILN_CUDA_NEW_KERNELS=1 asks for them
-    unsetenv("KILN_CUDA_NEW_KERNELS");
-    Program stored;
-    stored.output(stored.unary(Op::sin, stored.input(DType::bf16)));
-    EXPECT_EQ(body(stored).find("_to_half"), std::string::npos) << body(stored);
-  }
-  setenv("KILN_CUDA_NEW_KERNELS", "1", 1);
   for (DType t : kHalves) {
     SCOPED_TRACE(kiln::dtype_name(t));
     Program stored;  // sin(x), stored
@@ -211,7 +201,6 @@ TEST(HalfFunctions, CheapFormsOnlyForValuesRoundedToAHalfType) {
   const auto s = f32.unary(Op::gelu, f32.input(DType::f32));
   f32.output(f32.cast(s, DType::bf16));
   EXPECT_EQ(body(f32).find("_to_half"), std::string::npos) << body(f32);
-  unsetenv("KILN_CUDA_NEW_KERNELS");
 }
 
 // The reduced sin and cos (kiln::dev::sin_cos_reduced, the cheap form for |x| in [2^-12, 39000])

@@ -198,7 +198,10 @@ TEST_P(NnTest, SequentialChainsModulesAtRanks2And3) {
   const auto x = Tensor<3>::from_data(kt::uniform(2 * 3 * 4, -1, 1, rng()), {2, 3, 4}, dev());
   const auto want = last(first(x).gelu()).to_vector();
   EXPECT_EQ(seq(x).to_vector(), want);
-  EXPECT_EQ(seq(x.reshape({6, 4})).to_vector(), want);
+  // Rank 2: another matmul problem, for which CUDA may tune another kernel (1 ulp apart seen on
+  // the H100).
+  const auto flat = seq(x.reshape({6, 4})).to_vector();
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(flat[i], want[i], 1e-6) << i;
   nn::Sequential with_embedding;
   with_embedding.push_back(std::make_shared<nn::Embedding>(3, 2));
   EXPECT_THROW(with_embedding(x), kiln::ShapeError);

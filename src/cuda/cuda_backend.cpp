@@ -107,11 +107,6 @@ bool CudaBackend::attention_backward(const detail::TensorImpl& q, const detail::
 }
 
 bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {
-  // bf16/f16 random kernels have not run on a GPU yet: f32 only (the front end draws f32 and
-  // casts) until they have (core/new_cuda_kernels.hpp).
-  if (op == detail::BackendOp::random && !detail::new_cuda_kernels())
-    for (DType t : dtypes)
-      if (t != DType::f32) return false;
   return detail::supports_common_dtypes(op, dtypes);
 }
 
@@ -124,10 +119,10 @@ std::vector<detail::BackendFeature> CudaBackend::features() const {
       {"runtime", runtime_version()},
       {"nvrtc", nvrtc_version()},
       {"cublasLt", cublas_version()},
-      {"kernels not yet run on a GPU",
+      {"kernels not yet cleared on a GPU",
        std::string(detail::new_cuda_kernels() ? "on (KILN_CUDA_NEW_KERNELS=1)"
                                               : "off (KILN_CUDA_NEW_KERNELS=1 runs them)") +
-           ": attention, half-type math forms, bf16/f16 random"},
+           ": attention"},
       {"index accumulation",
        kiln::deterministic() ? "deterministic (index order per destination)" : "atomics"},
   };

@@ -85,6 +85,12 @@ Tensor<4> scaled_dot_product_attention(const Tensor<4>& q_in, const Tensor<4>& k
   const double s = scale.value_or(qs[3] > 0 ? 1.0 / std::sqrt(static_cast<double>(qs[3])) : 1.0);
   if (!std::isfinite(s)) throw ValueError(fmt::format("{}: scale must be finite, got {}", op, s));
   if (auto o = run_kernel(q, k, v, causal, s)) return *o;
+  if (tk == 0) {
+    // No key: o = 0, and q's gradient is 0. (Composed, the scores would be empty, and an empty
+    // matmul records nothing for autodiff, so q would get no gradient at all.) A non-finite
+    // query still gives 0, as the empty sum does.
+    return where(q.abs() < std::numeric_limits<float>::infinity(), q * 0.0f, 0.0f);
+  }
   auto scores = matmul(fold(q), fold(k).transpose(1, 2)) * static_cast<float>(s);
   if (causal) {
     const auto above = Tensor<2>::ones({qs[2], tk}, DType::boolean, q.device()).triu(1);

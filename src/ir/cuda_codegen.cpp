@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "core/new_cuda_kernels.hpp"
 #include "embed/ir/box_muller.cuh.hpp"
 #include "embed/ir/cuda_half_math.cuh.hpp"
 #include "embed/ir/cuda_math.cuh.hpp"
@@ -68,11 +67,9 @@ const char* comparison_operator(Op op) {
 // Whether each node's value is rounded to a half type before anything reads it: a half-typed
 // node whose every use is a cast to another dtype (cast_expr rounds a half operand first) or an
 // output (stored rounded; a reduction's prologue rounds it too). Such a node may take the cheaper
-// forms of src/ir/cuda_half_math.cuh; an intermediate that another op reads in f32 may not. None
-// does until those forms have run on a GPU (KILN_CUDA_NEW_KERNELS=1: core/new_cuda_kernels.hpp).
+// forms of src/ir/cuda_half_math.cuh; an intermediate that another op reads in f32 may not.
 std::vector<bool> rounded_to_half(const Program& p) {
   std::vector<bool> r(p.nodes.size());
-  if (!detail::new_cuda_kernels()) return r;  // not yet run on a GPU: the accurate forms
   for (std::size_t n = 0; n < p.nodes.size(); ++n) r[n] = is_half(p.nodes[n].dtype);
   for (const Node& node : p.nodes) {
     if (node.op == Op::cast && p.dtype(node.a) != node.dtype) continue;

@@ -6,7 +6,6 @@
 // The reference is the element-at-a-time mapping (philox::uniform_at, dev::normal_at), which
 // tests/test_cpu_random.cpp checks against Random123's known answers and the mapping written out.
 #include "chains.hpp"
-#include "core/new_cuda_kernels.hpp"
 #include "core/philox.hpp"
 #include "ir/box_muller.cuh"
 
@@ -93,13 +92,9 @@ TEST_P(BackendRandom, EmptyOutput) {
 }
 
 // random fills the floating dtypes only: i32 or bool is a DTypeError (both backends, as their
-// supports() answers; CUDA's supports() offers bf16 and f16 only with KILN_CUDA_NEW_KERNELS=1 until
-// its half kernels have run on a GPU, though the call itself writes them).
+// supports() answers).
 TEST_P(BackendRandom, FillsOnlyFloatingDTypes) {
-  const bool gated =
-      be().name().find("cuda") != std::string::npos && !kiln::detail::new_cuda_kernels();
-  EXPECT_EQ(be().supports(kiln::detail::BackendOp::random, std::vector{DType::bf16, DType::f16}),
-            !gated);
+  EXPECT_TRUE(be().supports(kiln::detail::BackendOp::random, std::vector{DType::bf16, DType::f16}));
   for (DType t : {DType::i32, DType::boolean}) {
     for (auto kind : {RandomSpec::Kind::uniform, RandomSpec::Kind::normal}) {
       Operand out = output({9}, t);

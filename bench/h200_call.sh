@@ -16,7 +16,8 @@
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
 # (the MLP step beside PyTorch), attention (the fused kernel beside
 # PyTorch's SDPA), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
-# element-wise ops), race (racecheck on attention), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
+# element-wise ops), race (racecheck on attention), profile (device time per kernel of
+# a GPT-2 step), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
 # bench --train), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
@@ -123,6 +124,12 @@ for section in "$@"; do
     t timeout 100 python3 .device/peers/torch_matmul.py cuda-half
     t timeout 150 .device/run kiln_elementwise_ops
     t timeout 150 python3 .device/peers/torch_elementwise_ops.py
+    ;;
+  profile)
+    # Where a GPT-2 step's device time goes (KILN_LOG=profile: device time per kernel at exit).
+    KILN_CUDA_NEW_KERNELS=1 KILN_LOG=profile t timeout 120 .device/run kiln_gpt2_train \
+      --device cuda --steps 3 --autocast bf16 >"$OUT/profile_gpt2_bf16.txt" 2>&1
+    grep -A45 "kiln\[profile\]" "$OUT/profile_gpt2_bf16.txt"
     ;;
   race)
     # racecheck on the attention kernels (shared-memory tiles), apart: last when time is short.

@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "kiln/error.hpp"
 #include "kiln_command.hpp"
+#include "require_cuda.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -22,7 +23,7 @@ using kt::has;
 using kt::Outcome;
 
 const std::string kValidTopics =
-    "expected a comma-separated list of: fusion, fusion:summary, graphs, store, tune, all";
+    "expected a comma-separated list of: fusion, fusion:summary, graphs, profile, store, tune, all";
 
 unsigned bit(std::string_view topic) {
   for (std::size_t i = 0; i < kLogTopics.size(); ++i)
@@ -99,6 +100,20 @@ TEST_F(LogProgram, SummaryIsPrintedOnceAtExit) {
   ASSERT_EQ(r.status, 0) << r;
   EXPECT_EQ(r.out, kChain8Summary) << "kiln::fusion_summary() on demand\n" << r;
   EXPECT_EQ(r.err, "done\nkiln[fusion:summary]: " + kChain8Summary + "\n") << r;
+}
+
+// KILN_LOG=profile on the GPU: at exit, the device time of the generated kernel and of the
+// cuBLASLt matmul, each named, one call each.
+TEST_F(LogProgram, ProfilePrintsTheDeviceTimePerKernelAtExit) {
+  KILN_REQUIRE_CUDA();
+  const Outcome r = run("matmul-cuda", {"KILN_LOG=profile"});
+  ASSERT_EQ(r.status, 0) << r;
+  EXPECT_TRUE(has(r.err, "done\nkiln[profile]: device time per kernel, ")) << r;
+  EXPECT_TRUE(has(r.err, "cublasLt matmul f32 256x256x256")) << r;
+  EXPECT_TRUE(has(r.err, "kiln_")) << r;  // the fused chain's kernel, by its generated name
+  const Outcome quiet = run("matmul-cuda", {});
+  ASSERT_EQ(quiet.status, 0) << quiet;
+  EXPECT_FALSE(has(quiet.err, "kiln[profile]")) << quiet;
 }
 
 TEST_F(LogProgram, SummaryOnlyWhenAsked) {

@@ -7,8 +7,8 @@
 namespace kiln::detail {
 
 // Every topic KILN_LOG may name (besides "all"), in the order its error message lists them.
-inline constexpr std::array<std::string_view, 5> kLogTopics{"fusion", "fusion:summary", "graphs",
-                                                            "store", "tune"};
+inline constexpr std::array<std::string_view, 6> kLogTopics{"fusion",  "fusion:summary", "graphs",
+                                                            "profile", "store",          "tune"};
 
 // One of kLogTopics, named by a string literal; a name not in the list does not compile, so
 // the list the error message gives is every topic the code logs.

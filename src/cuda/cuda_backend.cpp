@@ -6,6 +6,7 @@
 #include "cuda/check.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/kernel_profile.hpp"
 #include "cuda/matmul/cublaslt_state.hpp"
 #include "cuda/precompile.hpp"
 #include "kiln/config.hpp"
@@ -71,6 +72,7 @@ void CudaBackend::random(const detail::RandomSpec& spec, std::uint64_t seed, det
 void CudaBackend::sync() {
   ctx_.make_current();
   KILN_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  collect_kernel_times();  // (KILN_LOG=profile only)
   raise_index_error(ctx_);
 }
 

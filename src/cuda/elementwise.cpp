@@ -12,6 +12,7 @@
 #include "cuda/device_memory.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/kernel_launch.hpp"
+#include "cuda/kernel_profile.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "ir/cuda_codegen.hpp"
 #include "ir/hashed_cache.hpp"
@@ -44,6 +45,19 @@ bool aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
+// "elementwise bf16 <- f32: mul add gelu": the program's output and input dtypes and its ops, the
+// name KILN_LOG=profile gives its kernel.
+std::string profile_name(const ir::Program& p) {
+  std::string s = "elementwise";
+  for (std::int32_t o : p.outputs) s += std::string(" ") + dtype_name(p.dtype(o));
+  s += " <-";
+  for (DType t : p.inputs) s += std::string(" ") + dtype_name(t);
+  s += ":";
+  for (const ir::Node& n : p.nodes)
+    if (n.op > ir::Op::index) s += std::string(" ") + ir::op_name(n.op);
+  return s;
+}
+
 // Compiled kernels by (arch, program structure, layout), so that a repeated op neither
 // generates source nor hashes it (ir/hashed_cache.hpp).
 cudaKernel_t kernel_for(const Context& ctx, const ir::Program& p, const ir::CudaLayout& l) {
@@ -65,6 +79,7 @@ cudaKernel_t kernel_for(const Context& ctx, const ir::Program& p, const ir::Cuda
   ir::CudaKernel k = ir::cuda_kernel(p, l);
   cudaKernel_t fn =
       cached_kernel(k.source, "kiln_elementwise_" + l.tag() + ".cu", k.name, ctx.arch());
+  if (profiling()) name_kernel(fn, profile_name(p));
   return kernels.insert(hash, {arch, p, l, fn}).kernel;
 }
 

@@ -12,6 +12,8 @@
 
 #include "core/log.hpp"
 #include "cuda/check.hpp"
+#include "cuda/driver_entry.hpp"
+#include "cuda/kernel_profile.hpp"
 
 namespace kiln::cuda {
 namespace {
@@ -19,33 +21,19 @@ namespace {
 std::atomic<long long> graph_launches{0}, unchanged_launches{0}, direct_launches{0};
 std::atomic<bool> graphs_on{true};
 
-// The driver calls the runtime does not offer in this form, looked up through the runtime
-// so that kiln needs no link against libcuda (whose absence it reports as a reason, not as a
-// program that cannot start).
+// The driver calls the runtime does not offer in this form (driver_entry.hpp).
 struct Driver {
   PFN_cuGraphExecKernelNodeSetParams_v12000 set_params = nullptr;
   PFN_cuKernelGetFunction_v12000 get_function = nullptr;
   PFN_cuFuncGetParamInfo_v12040 param_info = nullptr;  // (null before CUDA 12.4)
 };
 
-template <class F>
-F entry_point(const char* name, unsigned version = 12000) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  return reinterpret_cast<F>(fn);
-}
-
 const Driver& driver() {
   static const Driver d{
-      entry_point<PFN_cuGraphExecKernelNodeSetParams_v12000>("cuGraphExecKernelNodeSetParams"),
-      entry_point<PFN_cuKernelGetFunction_v12000>("cuKernelGetFunction"),
-      entry_point<PFN_cuFuncGetParamInfo_v12040>("cuFuncGetParamInfo", 12040)};
+      driver_entry_point<PFN_cuGraphExecKernelNodeSetParams_v12000>(
+          "cuGraphExecKernelNodeSetParams"),
+      driver_entry_point<PFN_cuKernelGetFunction_v12000>("cuKernelGetFunction"),
+      driver_entry_point<PFN_cuFuncGetParamInfo_v12040>("cuFuncGetParamInfo", 12040)};
   return d;
 }
 
@@ -177,6 +165,7 @@ bool launch_graph(Context& ctx, KernelGraph& g, unsigned grid, unsigned block, v
 
 void launch(Context& ctx, cudaKernel_t k, unsigned grid, unsigned block, void** args) {
   ctx.make_current();
+  const KernelTimer timer(ctx.stream, k);  // (KILN_LOG=profile only)
   if (graphs_on.load(std::memory_order_relaxed)) {
     Graphs& all = graphs();
     std::lock_guard lock(all.mu);

@@ -7,6 +7,9 @@
 //       Calls whose IR is more than one op (clamp, a mixed-dtype add), a recorded op whose
 //       handle is dropped, a reduction of one result of a larger group, and a group none of
 //       whose results is left to write.
+//   kiln_log_program matmul-cuda
+//       On the GPU: chain8 of a [256, 256] tensor and its matmul with itself, read back (for
+//       KILN_LOG=profile, which times both kinds of launch).
 //
 // Exit 2 with "ValueError: <message>" on stderr when a kiln call throws it (a bad KILN_LOG).
 #include <cstdio>
@@ -52,6 +55,13 @@ void mixed() {
   x.sum().item<float>();  // closes the group of `unread`, which nobody holds
 }
 
+void matmul_cuda() {
+  const auto x =
+      Tensor<2>::random({256, 256}, kiln::Distribution::normal(), kiln::Device::cuda(0), 7);
+  const Tensor<2> z = half_sin_abs(half_sin_abs(x));
+  kiln::matmul(z, z).to_vector<float>();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,8 +71,10 @@ int main(int argc, char** argv) {
       chain8();
     } else if (what == "mixed") {
       mixed();
+    } else if (what == "matmul-cuda") {
+      matmul_cuda();
     } else {
-      std::fprintf(stderr, "usage: kiln_log_program chain8|mixed\n");
+      std::fprintf(stderr, "usage: kiln_log_program chain8|mixed|matmul-cuda\n");
       return 1;
     }
   } catch (const kiln::ValueError& e) {

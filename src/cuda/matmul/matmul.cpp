@@ -34,6 +34,7 @@
 #include "cuda/check.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/kernel_profile.hpp"
 #include "cuda/matmul/cublaslt_state.hpp"
 #include "cuda/matmul/gemm_kernel.hpp"
 #include "cuda/matmul/graph_replays.hpp"
@@ -235,6 +236,12 @@ std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t hand
         key.align_a, key.align_b, key.align_out, precision_name(key.precision)));
   }
   return algos;
+}
+
+// The name KILN_LOG=profile gives the product (cuda/kernel_profile.hpp).
+std::string profile_name(const Key& key) {
+  return fmt::format("cublasLt matmul {} {}x{}x{}{}", dtype_name(key.dtype), key.m, key.n, key.k,
+                     key.batch > 1 ? fmt::format(" batch {}", key.batch) : std::string());
 }
 
 // Queues the product with one algorithm.
@@ -487,6 +494,8 @@ void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const 
 
   // Plans are read-only once made (their replays lock themselves), so the launch needs no lock.
   if (plan->own && own_gemm(ctx, *plan->own, a_in, b_in, out)) return;
+  const KernelTimer timer = profiling() ? KernelTimer(ctx.stream, profile_name(p.key))
+                                        : KernelTimer();  // (KILN_LOG=profile only)
   plan->replays.run(ctx, {p.a.data, p.b.data, out.data()}, [&](cudaStream_t stream) {
     run_algo(s, *plan, plan->algo, p.a, p.b, out.data(), stream);
   });

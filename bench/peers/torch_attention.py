@@ -8,23 +8,11 @@ backend PyTorch picks (flash for bf16, memory-efficient for f32) beside the writ
 """
 import argparse
 import math
-import time
 
 import torch
 import torch.nn.functional as F
 
-
-def seconds_per_call(args, call):
-    call()
-    torch.cuda.synchronize()
-    best = 1e30
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        for _ in range(args.batch):
-            call()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / args.batch)
-    return best
+from peer_timing import seconds_per_call
 
 
 def written(q, k, v):

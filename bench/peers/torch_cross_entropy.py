@@ -8,23 +8,11 @@ to f32 first).
   python3 bench/peers/torch_cross_entropy.py [--runs 5] [--batch 5] [--no-compile]
 """
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 
-
-def seconds_per_call(args, call):
-    call()
-    torch.cuda.synchronize()
-    best = 1e30
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        for _ in range(args.batch):
-            call()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / args.batch)
-    return best
+from peer_timing import seconds_per_call
 
 
 def row(args, dtype, n, c):

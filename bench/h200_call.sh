@@ -72,6 +72,14 @@ for section in "$@"; do
         grep -E "SIGSEGV|exited" "$OUT/gdb_${b}_${args%% *}.txt"
       done
     done
+    # kiln_attention_ops died of SIGSEGV in the composed f32 D=128 forward + backward (H100,
+    # 2026-12-06): where (bundle an unstripped build as .device/bin/kiln_attention_ops_dbg).
+    if [ -x .device/bin/kiln_attention_ops_dbg ]; then
+      KILN_CUDA_NEW_KERNELS=1 timeout 150 .device/run "$g" -q -batch -ex run -ex bt \
+        -ex "thread apply all bt 30" --args .device/bin/kiln_attention_ops_dbg 2>&1 |
+        grep -v "^\[New Thread\|^\[Thread .* exited" | tail -120 >"$OUT/gdb_attention_ops.txt"
+      grep -E -A30 "SIGSEGV" "$OUT/gdb_attention_ops.txt" | head -40
+    fi
     ;;
   tests)
     # Four shards at once (the suite runs serially for over 5 minutes on one process). The CUDA

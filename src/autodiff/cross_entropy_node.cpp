@@ -31,9 +31,9 @@ class CrossEntropyNode final : public Node {
     const TensorImpl& x = *saved_[0];
     const Dims& shape = x.shape;  // [N, C]
     const auto classes = static_cast<double>(shape[1]);
-    // The per-row vectors [N] as [N, C] (constant along a row), the loss's gradient [] likewise.
-    const TensorImpl targets = along_rows(*saved_[1], shape), lse = along_rows(*saved_[2], shape),
-                     weight = along_rows(*saved_[3], shape);
+    // The per-row [N, 1] tensors as [N, C] (constant along a row), the loss's gradient [] likewise.
+    const TensorImpl targets = broadcast(*saved_[1], shape), lse = broadcast(*saved_[2], shape),
+                     weight = broadcast(*saved_[3], shape);
     TensorImpl g = *grads[0];
     g.shape = shape;
     g.strides = {0, 0};
@@ -53,14 +53,6 @@ class CrossEntropyNode final : public Node {
   }
 
  private:
-  // v [N] seen as [N, C], each element repeated along its row.
-  static TensorImpl along_rows(const TensorImpl& v, const Dims& shape) {
-    TensorImpl out = v;
-    out.shape = shape;
-    out.strides = {v.strides[0], 0};
-    return out;
-  }
-
   double smoothing_;
 };
 

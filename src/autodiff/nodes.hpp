@@ -60,7 +60,7 @@ AttentionGrads attention_backward(Backend& be, const TensorImpl& q, const Tensor
 
 // kiln::cross_entropy (cross_entropy_node.cpp): `loss`, computed by the front end with recording
 // off, takes its gradient to logits [N, C] (which needs one) as one element-wise program, from
-// the targets [N] i32, the rows' logsumexp lse [N] f32 and their weights in the mean [N] f32.
+// the targets, the rows' logsumexp lse (f32) and their weights in the mean (f32), each [N, 1].
 void record_cross_entropy(const Handle& logits, const Handle& targets, const Handle& lse,
                           const Handle& weight, double smoothing, const TensorImpl& loss);
 

@@ -71,9 +71,8 @@ class RowsNode final : public Node {
     // x, (y: y_), weight, mean, rstd. softmax's and log_softmax's gradients read y alone: x (the
     // logits of a cross-entropy, attention's scores) is not kept for them.
     saved_ = {nullptr, nullptr, nullptr, nullptr, nullptr};
-    if (op == RowOp::logsumexp) saved_[0] = keep(x);
+    if (op == RowOp::logsumexp || detail::row_op_normalises(op)) saved_[0] = keep(x);
     if (detail::row_op_normalises(op)) {
-      saved_[0] = keep(x);
       if (!stats.rstd || (op == RowOp::layer_norm && !stats.mean))
         throw InternalError(fmt::format("autodiff: {} recorded without its row statistics",
                                         detail::row_op_name(op)));

@@ -77,6 +77,15 @@ void collect_locked(Profile& p, bool all) {
   p.pending.resize(kept);
 }
 
+// A new event recorded on `stream`, or null (the error cleared) where CUDA refuses either step.
+cudaEvent_t recorded_event(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreate(&e) == cudaSuccess && cudaEventRecord(e, stream) == cudaSuccess) return e;
+  cudaGetLastError();
+  if (e) cudaEventDestroy(e);
+  return nullptr;
+}
+
 void print_at_exit() {
   const std::string report = kernel_time_report();
   if (!report.empty()) detail::log_line("profile", report);
@@ -109,22 +118,15 @@ KernelTimer::KernelTimer(cudaStream_t stream, std::string name) : name_(std::mov
 }
 
 void KernelTimer::start(cudaStream_t stream) {
-  if (cudaEventCreate(&start_) != cudaSuccess || cudaEventRecord(start_, stream) != cudaSuccess) {
-    cudaGetLastError();
-    if (start_) cudaEventDestroy(start_);
-    start_ = nullptr;
-    return;
-  }
+  start_ = recorded_event(stream);
   stream_ = stream;
 }
 
 // (No exception leaves: it may run while one unwinds.)
 KernelTimer::~KernelTimer() {
   if (!start_) return;
-  cudaEvent_t end = nullptr;
-  if (cudaEventCreate(&end) != cudaSuccess || cudaEventRecord(end, stream_) != cudaSuccess) {
-    cudaGetLastError();
-    if (end) cudaEventDestroy(end);
+  const cudaEvent_t end = recorded_event(stream_);
+  if (!end) {
     cudaEventDestroy(start_);
     return;
   }

@@ -39,11 +39,13 @@ Handle cross_entropy(const Handle& logits, const Handle& targets, int ignore_ind
     const auto kept = keep.to(DType::f32);
     const auto row_weight = kept / kept.sum();  // every row ignored: 0 / 0, a NaN loss as PyTorch's
     loss = (where(keep, row, 0.0f) * row_weight).sum().handle("cross_entropy");
-    lse = row_lse.squeeze(1).handle("cross_entropy");
-    weight = row_weight.squeeze(1).handle("cross_entropy");
+    lse = row_lse.handle("cross_entropy");
+    weight = row_weight.handle("cross_entropy");
   }
 #if KILN_WITH_AUTODIFF
-  if (record) autodiff::record_cross_entropy(logits, targets, lse, weight, label_smoothing, *loss);
+  if (record)
+    autodiff::record_cross_entropy(logits, t.unsqueeze(1).handle("cross_entropy"), lse, weight,
+                                   label_smoothing, *loss);
 #else
   (void)record;
 #endif

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -120,3 +121,34 @@ TEST(CudaCompile, FailureReportsSourceNameAndLog) {
 }
 
 }  // namespace
+
+// The strided kernels' division by multiplication (ir::cuda_divider), as the kernel computes it,
+// against integer division: every divisor up to 4096, powers of two and their neighbours, and
+// large ones, each with the quotient's edges (0, e - 1, e, e + 1, 2^31 - 1) and random indices.
+TEST(CudaDivider, MatchesIntegerDivisionBelow2To31) {
+  std::vector<std::uint32_t> divisors;
+  for (std::uint32_t e = 1; e <= 4096; ++e) divisors.push_back(e);
+  for (int b = 12; b <= 31; ++b)
+    for (std::int64_t d : {-1, 0, 1})
+      divisors.push_back(static_cast<std::uint32_t>((1LL << b) + d));
+  for (std::uint32_t e : {50304u, 65537u, 1000003u, 0x7fffffffu}) divisors.push_back(e);
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto random_index = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::uint32_t>(state >> 33);  // below 2^31
+  };
+  for (std::uint32_t e : divisors) {
+    const std::uint64_t packed = kiln::ir::cuda_divider(e);
+    const auto magic = static_cast<std::uint32_t>(packed);
+    const auto shift = static_cast<int>(packed >> 32);
+    std::vector<std::uint32_t> ns = {0, e - 1, e, e + 1, 0x7fffffffu};
+    for (int i = 0; i < 64; ++i) ns.push_back(random_index());
+    for (std::uint32_t n : ns) {
+      if (n > 0x7fffffffu) continue;
+      const auto hi = static_cast<std::uint32_t>((std::uint64_t{n} * magic) >> 32);  // __umulhi
+      const auto q = static_cast<std::uint32_t>((std::uint64_t{hi} + n) >> shift);
+      ASSERT_EQ(q, n / e) << "n = " << n << ", e = " << e;
+    }
+  }
+  EXPECT_THROW(kiln::ir::cuda_divider(0), kiln::InternalError);
+}

@@ -136,8 +136,8 @@ void elementwise(Context& ctx, const ir::Program& program,
   cudaKernel_t fn = kernel_for(ctx, program, layout);
 
   // The kernel's parameters (ir/cuda_codegen.cpp): each operand's data, the scalars, the
-  // geometry (the extents, then each strided operand's strides) if any operand is strided, and
-  // the element count in the index width.
+  // geometry (the extents, each strided operand's strides, the extents' dividers) if any operand
+  // is strided, and the element count in the index width.
   KernelArgs& args = s.args;
   args.clear();
   for (const TensorImpl* t : s.ops) args.pointer(t->data());
@@ -146,6 +146,10 @@ void elementwise(Context& ctx, const ir::Program& program,
     s.strides.assign(g.shape.begin(), g.shape.end());
     for (int k : s.strided_ops)
       s.strides.insert(s.strides.end(), g.strides[k].begin(), g.strides[k].end());
+    if (!layout.wide_index)
+      for (std::int64_t e : g.shape)
+        s.strides.push_back(
+            static_cast<long long>(ir::cuda_divider(static_cast<std::uint32_t>(e))));
     args.int64_struct(s.strides);
   }
   if (layout.wide_index)

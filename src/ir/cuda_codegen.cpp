@@ -257,6 +257,15 @@ const std::string& cuda_prelude() {
   return s;
 }
 
+std::uint64_t cuda_divider(std::uint32_t e) {
+  if (e == 0) throw InternalError("cuda codegen: a divider for an extent of 0");
+  int shift = 0;
+  while ((std::uint64_t{1} << shift) < e) ++shift;
+  const std::uint64_t magic =
+      ((std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - e)) / e + 1;
+  return magic | static_cast<std::uint64_t>(shift) << 32;
+}
+
 std::string CudaLayout::tag() const {
   auto code = [](Access a) {
     return a == Access::contiguous ? 'c' : a == Access::splat ? 'z' : 's';
@@ -307,7 +316,9 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   std::string src = cuda_prelude();
   src += cuda_body(p, "kiln_body", l.wide_index);
   if (strided) {
-    src += fmt::format("struct KilnGeometry {{ long long v[{}]; }};\n", l.rank * (1 + strided));
+    const int dividers = l.wide_index ? 0 : l.rank;
+    src += fmt::format("struct KilnGeometry {{ long long v[{}]; }};\n",
+                       l.rank * (1 + strided) + dividers);
   }
 
   // The kernel's parameter list.
@@ -344,11 +355,25 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   // One element at index i: loads, body, stores (contiguous and strided operands).
   std::string element;
   if (strided) {
+    // The coordinates, innermost first: a quotient and remainder per extent but the outermost
+    // (what remains is its coordinate). A 32-bit index divides by multiplying (cuda_divider's
+    // magic number and shift, after the strides): integer division is a long instruction
+    // sequence on the GPU, and it ran for every element of broadcasting kernels.
     element += fmt::format("    {} rem = i;\n", I);
     for (int s = 0; s < strided; ++s) element += fmt::format("    {} o{} = 0;\n", I, s);
     for (int d = l.rank - 1; d >= 0; --d) {
-      element +=
-          fmt::format("    {{ const {0} e = ({0})g.v[{1}]; const {0} c = rem % e; rem /= e;", I, d);
+      if (d == 0) {
+        element += fmt::format("    {{ const {} c = rem;", I);
+      } else if (l.wide_index) {
+        element += fmt::format(
+            "    {{ const {0} e = ({0})g.v[{1}]; const {0} c = rem % e; rem /= e;", I, d);
+      } else {
+        element += fmt::format(
+            "    {{ const unsigned long long m = (unsigned long long)g.v[{0}]; const unsigned q = "
+            "(unsigned)(((unsigned long long)__umulhi(rem, (unsigned)m) + rem) >> (m >> 32)); "
+            "const unsigned c = rem - q * (unsigned)g.v[{1}]; rem = q;",
+            l.rank * (1 + strided) + d, d);
+      }
       for (int s = 0; s < strided; ++s)
         element += fmt::format(" o{} += c * ({})g.v[{}];", s, I, l.rank * (1 + s) + d);
       element += " }\n";

@@ -37,14 +37,19 @@ struct CudaLayout {
 // The kernel's parameters, in order: one pointer per input, one per output, one value per
 // scalar (float for f32, int for i32 and bool), then the geometry struct (only when some
 // operand is strided: rank extents then rank strides per strided operand, operands in
-// input-then-output order, all int64), then the element count (unsigned or unsigned long long
-// as wide_index says).
+// input-then-output order, then without wide_index one cuda_divider per extent, all int64), then
+// the element count (unsigned or unsigned long long as wide_index says).
 struct CudaKernel {
   std::string name;    // the extern "C" entry point
   std::string source;  // complete: the prelude, the body and the kernel
 };
 
 CudaKernel cuda_kernel(const Program& program, const CudaLayout& layout);
+
+// Division by e (>= 1) of any 32-bit n below 2^31 as a multiplication: magic | shift << 32 with
+// n / e = (umulhi(n, magic) + n) >> shift (Granlund and Montgomery's round-up method, as
+// PyTorch's IntDivider; 2^shift >= e, magic < 2^32).
+std::uint64_t cuda_divider(std::uint32_t e);
 
 // The body function alone, the one cuda_kernel's kernels call for each element:
 //   __device__ void <name>(I i, <value type> x0, ..., <float|int> s0, ..., <value type>& y0, ...)

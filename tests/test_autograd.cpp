@@ -166,6 +166,27 @@ TEST_P(AutogradTest, BatchedMatmulSumsOverABroadcastBatch) {
   expect_near_all(c.grad()->to_vector(), dc, "dc (summed over the batch)");
 }
 
+// A broadcast operand's gradient sums over its broadcast dims: adjacent ones at once (a bias
+// over [B, T, N]) and apart ones (a [1, T, 1] over the same), against float64 sums.
+TEST_P(AutogradTest, BroadcastGradientsSumOverAdjacentAndApartDims) {
+  auto x = leaf<3>({3, 5, 4});
+  auto bias = leaf<1>({4});
+  auto mid = leaf<3>({1, 5, 1});
+  const auto w = Tensor<3>::from_data(kt::uniform(60, -1, 1, rng()), {3, 5, 4}, dev());
+  (((x + bias) * mid) * w).sum().backward();
+  const auto X = x.to_vector(), B = bias.to_vector(), M = mid.to_vector(), W = w.to_vector();
+  std::vector<double> db(4, 0), dm(5, 0);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 4; ++k) {
+        const int e = (i * 5 + j) * 4 + k;
+        db[k] += static_cast<double>(M[j]) * W[e];
+        dm[j] += (static_cast<double>(X[e]) + B[k]) * W[e];
+      }
+  expect_near_all(bias.grad()->to_vector(), db, "bias (dims 0 and 1 at once)");
+  expect_near_all(mid.grad()->to_vector(), dm, "mid (dims 0 and 2)");
+}
+
 // embedding (index_select) and gather take their gradients back by scatter-add: repeated ids
 // add up.
 TEST_P(AutogradTest, EmbeddingAndGatherScatterAdd) {

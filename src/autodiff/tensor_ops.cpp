@@ -94,11 +94,33 @@ bool covers_flat(const View& v, std::int64_t numel) {
 void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, const Handle& g) {
   Handle grad = g;
   View into = view;
-  for (std::size_t d = 0; d < view.shape.size(); ++d) {
-    if (view.strides[d] == 0 && view.shape[d] > 1) {  // broadcast: every element read the same
-      grad = sum_dim(be, *grad, static_cast<int>(d));
-      into.shape[d] = 1;
+  // Summed over each run of adjacent broadcast dims (every element read the same) at once when
+  // the gradient is contiguous: its dims merge into one, so a bias's gradient [B, T, N] -> [N]
+  // is one column sum over B T rows, not a short sum over B (slow, and rounded) and then T.
+  auto broadcast_dim = [&](std::size_t d) { return view.strides[d] == 0 && view.shape[d] > 1; };
+  for (std::size_t d = 0; d < view.shape.size();) {
+    if (!broadcast_dim(d)) {
+      ++d;
+      continue;
     }
+    std::size_t end = d + 1;
+    if (grad->is_contiguous())
+      while (end < view.shape.size() && broadcast_dim(end)) ++end;
+    Dims merged = grad->shape, kept = grad->shape;
+    merged.erase(merged.begin() + static_cast<std::ptrdiff_t>(d) + 1,
+                 merged.begin() + static_cast<std::ptrdiff_t>(end));
+    for (std::size_t k = d; k < end; ++k) {
+      merged[d] *= k > d ? grad->shape[k] : 1;
+      kept[k] = into.shape[k] = 1;
+    }
+    TensorImpl x = *grad;
+    x.shape = merged;
+    x.strides = end > d + 1 ? detail::contiguous_strides(merged) : grad->strides;
+    auto sum = std::make_shared<TensorImpl>(*sum_dim(be, x, static_cast<int>(d)));
+    sum->shape = kept;
+    sum->strides = detail::contiguous_strides(kept);
+    grad = sum;
+    d = end;
   }
   if (grad->dtype != m.dtype) {
     Handle cast = be.empty(grad->shape, m.dtype);

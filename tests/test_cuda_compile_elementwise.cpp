@@ -65,14 +65,23 @@ kiln::ir::CudaLayout layout_for(const Program& p, bool vectorized, bool wide, Ac
   return l;
 }
 
+// A vectorized layout over rows: input 0 also per row (row_splat), output 0 strided by rows.
+kiln::ir::CudaLayout rows_of_4(kiln::ir::CudaLayout l) {
+  l.inputs[0] = Access::row_splat;
+  l.outputs[0] = Access::row_strided;
+  return l;
+}
+
 TEST(CudaCompile, EveryElementwiseOpDTypeAndLayout) {
   for (DType t : kDTypes) {
     SCOPED_TRACE(kiln::dtype_name(t));
     Program p = every_op(t);
     const kiln::ir::CudaLayout layouts[] = {
-        layout_for(p, true, false, Access::contiguous, 1),  // the fast path
-        layout_for(p, false, false, Access::strided, 3),    // strided and broadcast
-        layout_for(p, false, true, Access::strided, 2),     // past 2^31 elements
+        layout_for(p, true, false, Access::contiguous, 1),              // the fast path
+        layout_for(p, false, false, Access::strided, 3),                // strided and broadcast
+        layout_for(p, false, true, Access::strided, 2),                 // past 2^31 elements
+        rows_of_4(layout_for(p, true, false, Access::row_strided, 2)),  // broadcast rows
+        rows_of_4(layout_for(p, true, true, Access::row_strided, 3)),
     };
     for (const auto& l : layouts) {
       SCOPED_TRACE(l.tag());

@@ -116,21 +116,41 @@ void elementwise(Context& ctx, const ir::Program& program,
   layout.rank = static_cast<int>(g.shape.size());
   layout.inputs.clear();
   layout.outputs.clear();
-  bool vector_ok = true;
+  // Vectorized (4 elements a step) when every operand allows it: contiguous and aligned, a
+  // splat, or strided with the innermost dim contiguous (aligned, outer strides multiples of 4)
+  // or broadcast (an input), the innermost extent a multiple of 4 (a bias over rows, a per-row
+  // statistic over its row).
+  const bool rows_of_4 = !g.shape.empty() && g.shape.back() % 4 == 0;
+  bool vector_ok = n >= 4;
   std::int64_t max_reach = n - 1;
   s.strided_ops.clear();
   for (std::size_t k = 0; k < s.ops.size(); ++k) {
     ir::Access a = access(g, g.strides[k]);
     (k < inputs.size() ? layout.inputs : layout.outputs).push_back(a);
+    const bool aligned4 = aligned(s.ops[k]->data(), 4 * dtype_size(s.ops[k]->dtype));
     if (a == ir::Access::strided) {
       s.strided_ops.push_back(static_cast<int>(k));
       max_reach = std::max(max_reach, detail::reach(g.shape, g.strides[k]));
-      vector_ok = false;
+      const Dims& st = g.strides[k];
+      const bool outer_by_4 =
+          std::all_of(st.begin(), st.end() - 1, [](auto x) { return x % 4 == 0; });
+      vector_ok =
+          vector_ok && rows_of_4 &&
+          ((st.back() == 1 && outer_by_4 && aligned4) || (st.back() == 0 && k < inputs.size()));
     } else if (a == ir::Access::contiguous) {
-      vector_ok = vector_ok && aligned(s.ops[k]->data(), 4 * dtype_size(s.ops[k]->dtype));
+      vector_ok = vector_ok && aligned4;
     }
   }
-  layout.vectorized = vector_ok && n >= 4;
+  layout.vectorized = vector_ok;
+  if (vector_ok) {
+    for (int k : s.strided_ops) {
+      ir::Access& a = k < static_cast<int>(inputs.size())
+                          ? layout.inputs[static_cast<std::size_t>(k)]
+                          : layout.outputs[static_cast<std::size_t>(k) - inputs.size()];
+      a = g.strides[static_cast<std::size_t>(k)].back() == 1 ? ir::Access::row_strided
+                                                             : ir::Access::row_splat;
+    }
+  }
   layout.wide_index = max_reach > std::numeric_limits<std::int32_t>::max() ||
                       n > std::numeric_limits<std::int32_t>::max();
   cudaKernel_t fn = kernel_for(ctx, program, layout);

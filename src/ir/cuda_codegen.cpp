@@ -268,7 +268,19 @@ std::uint64_t cuda_divider(std::uint32_t e) {
 
 std::string CudaLayout::tag() const {
   auto code = [](Access a) {
-    return a == Access::contiguous ? 'c' : a == Access::splat ? 'z' : 's';
+    switch (a) {
+      case Access::contiguous:
+        return 'c';
+      case Access::splat:
+        return 'z';
+      case Access::strided:
+        return 's';
+      case Access::row_strided:
+        return 'r';
+      case Access::row_splat:
+        return 'p';
+    }
+    return '?';
   };
   std::string t = vectorized ? "v" : "e";
   t += wide_index ? "64" : "32";
@@ -299,15 +311,22 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   const std::size_t n_in = p.inputs.size(), n_out = p.outputs.size();
   auto out_dtype = [&](std::size_t o) { return p.dtype(p.outputs[o]); };
 
-  // Strided operands, in input-then-output order: their slot in the geometry struct.
+  // Strided operands (any of the three kinds), in input-then-output order: their slot in the
+  // geometry struct.
+  auto has_strides = [](Access a) { return a != Access::contiguous && a != Access::splat; };
   std::vector<int> in_slot(n_in, -1), out_slot(n_out, -1);
   int strided = 0;
   for (std::size_t i = 0; i < n_in; ++i)
-    if (l.inputs[i] == Access::strided) in_slot[i] = strided++;
+    if (has_strides(l.inputs[i])) in_slot[i] = strided++;
   for (std::size_t o = 0; o < n_out; ++o)
-    if (l.outputs[o] == Access::strided) out_slot[o] = strided++;
-  if (l.vectorized && strided)
-    throw InternalError("cuda codegen: a vectorized kernel has no strided operand");
+    if (has_strides(l.outputs[o])) out_slot[o] = strided++;
+  for (std::size_t k = 0; k < n_in + n_out; ++k) {
+    const Access a = k < n_in ? l.inputs[k] : l.outputs[k - n_in];
+    if (l.vectorized ? a == Access::strided : a == Access::row_strided || a == Access::row_splat)
+      throw InternalError("cuda codegen: strided access does not match the vectorization");
+    if (k >= n_in && a == Access::row_splat)
+      throw InternalError("cuda codegen: an output is never row_splat");
+  }
   if (strided && l.rank < 1) throw InternalError("cuda codegen: strided operands need rank >= 1");
 
   CudaKernel k;
@@ -352,33 +371,36 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
     for (std::size_t o = 0; o < n_out; ++o) a += fmt::format(", {}{}", y_prefix, o);
     return a;
   };
-  // One element at index i: loads, body, stores (contiguous and strided operands).
-  std::string element;
-  if (strided) {
-    // The coordinates, innermost first: a quotient and remainder per extent but the outermost
-    // (what remains is its coordinate). A 32-bit index divides by multiplying (cuda_divider's
-    // magic number and shift, after the strides): integer division is a long instruction
-    // sequence on the GPU, and it ran for every element of broadcasting kernels.
-    element += fmt::format("    {} rem = i;\n", I);
-    for (int s = 0; s < strided; ++s) element += fmt::format("    {} o{} = 0;\n", I, s);
+  // The strided operands' offsets o0, o1, .. of the element at index `index`. The coordinates,
+  // innermost first: a quotient and remainder per extent but the outermost (what remains is its
+  // coordinate). A 32-bit index divides by multiplying (cuda_divider's magic number and shift,
+  // after the strides): integer division is a long instruction sequence on the GPU, and it ran
+  // for every element of broadcasting kernels.
+  auto offsets = [&](const std::string& index) {
+    std::string c = fmt::format("    {} rem = {};\n", I, index);
+    for (int s = 0; s < strided; ++s) c += fmt::format("    {} o{} = 0;\n", I, s);
     for (int d = l.rank - 1; d >= 0; --d) {
       if (d == 0) {
-        element += fmt::format("    {{ const {} c = rem;", I);
+        c += fmt::format("    {{ const {} c = rem;", I);
       } else if (l.wide_index) {
-        element += fmt::format(
-            "    {{ const {0} e = ({0})g.v[{1}]; const {0} c = rem % e; rem /= e;", I, d);
+        c += fmt::format("    {{ const {0} e = ({0})g.v[{1}]; const {0} c = rem % e; rem /= e;", I,
+                         d);
       } else {
-        element += fmt::format(
+        c += fmt::format(
             "    {{ const unsigned long long m = (unsigned long long)g.v[{0}]; const unsigned q = "
             "(unsigned)(((unsigned long long)__umulhi(rem, (unsigned)m) + rem) >> (m >> 32)); "
             "const unsigned c = rem - q * (unsigned)g.v[{1}]; rem = q;",
             l.rank * (1 + strided) + d, d);
       }
       for (int s = 0; s < strided; ++s)
-        element += fmt::format(" o{} += c * ({})g.v[{}];", s, I, l.rank * (1 + s) + d);
-      element += " }\n";
+        c += fmt::format(" o{} += c * ({})g.v[{}];", s, I, l.rank * (1 + s) + d);
+      c += " }\n";
     }
-  }
+    return c;
+  };
+  // One element at index i: loads, body, stores (contiguous and strided operands).
+  std::string element;
+  if (strided) element += offsets("i");
   for (std::size_t i = 0; i < n_in; ++i) {
     if (l.inputs[i] == Access::splat) continue;
     std::string off = in_slot[i] >= 0 ? fmt::format("o{}", in_slot[i]) : "i";
@@ -401,10 +423,19 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
   if (l.vectorized) {
     body += fmt::format("  const {} nv = n / 4;\n", I);
     body += fmt::format("  for ({} v = first; v < nv; v += step) {{\n", I);
+    if (strided) body += offsets("4 * v");
     for (std::size_t i = 0; i < n_in; ++i) {
-      if (l.inputs[i] == Access::splat) continue;
-      body += fmt::format("    const {0} a{1} = reinterpret_cast<const {0}*>(in{1})[v];\n",
-                          vector_type(p.inputs[i]), i);
+      const char* vt = vector_type(p.inputs[i]);
+      if (l.inputs[i] == Access::contiguous)
+        body +=
+            fmt::format("    const {0} a{1} = reinterpret_cast<const {0}*>(in{1})[v];\n", vt, i);
+      else if (l.inputs[i] == Access::row_strided)
+        body += fmt::format("    const {0} a{1} = *reinterpret_cast<const {0}*>(in{1} + o{2});\n",
+                            vt, i, in_slot[i]);
+      else if (l.inputs[i] == Access::row_splat)
+        body += fmt::format(
+            "    const {} z{} = {};\n", value_type(p.inputs[i]), i,
+            load_expr(p.inputs[i], fmt::format("in{}", i), fmt::format("o{}", in_slot[i])));
     }
     for (std::size_t o = 0; o < n_out; ++o)
       body += fmt::format("    {} r{};\n", vector_type(out_dtype(o)), o);
@@ -412,6 +443,10 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
       body += "    {\n";
       for (std::size_t i = 0; i < n_in; ++i) {
         if (l.inputs[i] == Access::splat) continue;
+        if (l.inputs[i] == Access::row_splat) {
+          body += fmt::format("      const {0} x{1} = z{1};\n", value_type(p.inputs[i]), i);
+          continue;
+        }
         std::string lv = fmt::format("a{}.{}", i, kLane[lane]);
         body += fmt::format("      const {} x{} = {};\n", value_type(p.inputs[i]), i,
                             load_value(p.inputs[i], lv));
@@ -425,9 +460,14 @@ CudaKernel cuda_kernel(const Program& p, const CudaLayout& l) {
                             store_value(out_dtype(o), fmt::format("y{}", o)));
       body += "    }\n";
     }
-    for (std::size_t o = 0; o < n_out; ++o)
-      body += fmt::format("    reinterpret_cast<{}*>(out{})[v] = r{};\n", vector_type(out_dtype(o)),
-                          o, o);
+    for (std::size_t o = 0; o < n_out; ++o) {
+      if (l.outputs[o] == Access::row_strided)
+        body += fmt::format("    *reinterpret_cast<{}*>(out{} + o{}) = r{};\n",
+                            vector_type(out_dtype(o)), o, out_slot[o], o);
+      else
+        body += fmt::format("    reinterpret_cast<{}*>(out{})[v] = r{};\n",
+                            vector_type(out_dtype(o)), o, o);
+    }
     body += "  }\n";
     body += fmt::format("  for ({} i = nv * 4 + first; i < n; i += step) {{\n{}  }}\n", I, element);
   } else {

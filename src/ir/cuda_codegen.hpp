@@ -20,12 +20,16 @@ enum class Access : std::uint8_t {
   contiguous,  // element i at p[i]
   splat,       // every element is p[0] (all strides 0)
   strided,     // element i at p[dot(coords(i), strides)]
+  // Strided operands of a vectorized kernel (whose innermost extent is a multiple of 4, so that
+  // the 4 elements of a step share their outer coordinates): offsets computed once per step.
+  row_strided,  // innermost stride 1, the outer strides multiples of 4: one 4-element load
+  row_splat,    // innermost stride 0: one element for the 4 (an input only)
 };
 
 struct CudaLayout {
   int rank = 0;  // of the iteration space; strided operands index with it
   std::vector<Access> inputs, outputs;
-  bool vectorized = false;  // 4 elements per step with 16-byte (bool: 4-byte) loads and stores
+  bool vectorized = false;  // 4 elements per step with 4-element loads and stores (no `strided`)
   bool wide_index = false;  // 64-bit element indices and offsets (past 2^31 - 1)
 
   bool operator==(const CudaLayout&) const = default;

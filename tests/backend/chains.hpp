@@ -404,6 +404,27 @@ inline Layout broadcast_inner() {
           },
           false};
 }
+// The first columns of wider rows (x[..., :n] of 4 more columns), from the buffer's start: with
+// a row length that is a multiple of 4, CUDA reads and writes it 4 elements at a time.
+inline Layout column_slice() {
+  return {"column_slice", [](const Dims& s) {
+            Dims wide = s;
+            if (!wide.empty()) wide.back() += 4;
+            return detail::placed(s, detail::dense_strides(wide, detail::identity_order(s.size())),
+                                  0);
+          }};
+}
+// The outermost dim broadcast from the buffer's start (a bias over rows, read 4 elements at a
+// time by CUDA when its row length is a multiple of 4).
+inline Layout broadcast_outer_aligned() {
+  return {"broadcast_outer_aligned",
+          [](const Dims& s) {
+            Dims st = detail::dense_strides(s, detail::identity_order(s.size()));
+            if (!st.empty()) st.front() = 0;
+            return detail::placed(s, st, 0);
+          },
+          false};
+}
 // One value everywhere (a scalar expanded: every stride 0).
 inline Layout splat() {
   return {"splat", [](const Dims& s) { return detail::placed(s, Dims(s.size(), 0), 1); }, false};
@@ -411,12 +432,20 @@ inline Layout splat() {
 
 // Every input layout.
 inline std::vector<Layout> input_layouts() {
-  return {contiguous(), transposed(),      permuted(),        offset(),
-          sliced(),     broadcast_outer(), broadcast_inner(), splat()};
+  return {contiguous(),
+          transposed(),
+          permuted(),
+          offset(),
+          sliced(),
+          column_slice(),
+          broadcast_outer(),
+          broadcast_inner(),
+          broadcast_outer_aligned(),
+          splat()};
 }
 // Every layout an output may have (no stride-0 dims).
 inline std::vector<Layout> output_layouts() {
-  return {contiguous(), transposed(), permuted(), offset(), sliced()};
+  return {contiguous(), transposed(), permuted(), offset(), sliced(), column_slice()};
 }
 
 // The buffer positions of a view's elements, in row-major order.

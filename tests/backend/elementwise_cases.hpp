@@ -157,11 +157,12 @@ class ElementwiseChainTest : public kc::ChainTest {
     }
   }
   // Each case with every input layout (kc::input_layouts()) in each input slot in turn, the
-  // others dense, and then in all of them; over a rank-3 shape and empty ones.
+  // others dense, and then in all of them; over rank-3 shapes (rows of 9 and of 8, which CUDA
+  // reads 4 at a time through broadcasts and slices) and empty ones.
   void check_every_input_layout(const std::vector<Case>& cases) {
     for (const Case& c : cases) {
       SCOPED_TRACE(c.name);
-      for (const Dims& shape : {Dims{5, 6, 9}, Dims{4, 0, 3}, Dims{0}}) {
+      for (const Dims& shape : {Dims{5, 6, 9}, Dims{3, 5, 8}, Dims{4, 0, 3}, Dims{0}}) {
         for (const Layout& layout : kc::input_layouts()) {
           // slot -1: every input in this layout.
           for (int slot = -1; slot < static_cast<int>(c.inputs.size()); ++slot) {
@@ -180,16 +181,19 @@ class ElementwiseChainTest : public kc::ChainTest {
   }
 
   // Each case into every output layout (kc::output_layouts(), strided views of a larger buffer),
-  // from sliced inputs.
+  // from sliced inputs and from dense ones.
   void check_every_output_layout(const std::vector<Case>& cases) {
     for (const Case& c : cases) {
       SCOPED_TRACE(c.name);
-      for (const Dims& shape : {Dims{5, 6, 9}, Dims{2, 0, 3}}) {
+      for (const Dims& shape : {Dims{5, 6, 9}, Dims{3, 5, 8}, Dims{2, 0, 3}}) {
         for (const Layout& out_layout : kc::output_layouts()) {
-          SCOPED_TRACE(kiln::format_dims(shape));
-          std::vector<Operand> in;
-          for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, kc::sliced()));
-          check(c, in, shape, out_layout);
+          for (const Layout& in_layout : {kc::sliced(), kc::contiguous()}) {
+            SCOPED_TRACE(kiln::format_dims(shape) + " into " + out_layout.name + " from " +
+                         in_layout.name);
+            std::vector<Operand> in;
+            for (const auto& spec : c.inputs) in.push_back(input_for(shape, spec, in_layout));
+            check(c, in, shape, out_layout);
+          }
         }
       }
     }

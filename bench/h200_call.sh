@@ -14,7 +14,8 @@
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
-# (the MLP step beside PyTorch), attention (the fused kernel beside
+# (the MLP step beside PyTorch), attn (a change to the attention kernels: their tests,
+# sanitizers and speed), attention (the fused kernel beside
 # PyTorch's SDPA), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
 # element-wise ops), race (racecheck on attention), profile (device time per kernel of
 # a GPT-2 step), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
@@ -121,6 +122,24 @@ for section in "$@"; do
     # Issue 19: the fused attention kernel beside the composed form and PyTorch's SDPA (and, after
     # them, the GPT-2 step with the kernels: kiln bench --train).
     export KILN_CUDA_NEW_KERNELS=1
+    t timeout 90 .device/run kiln_attention_ops
+    t timeout 90 python3 .device/peers/torch_attention.py
+    t timeout 150 .device/run kiln bench --train --device cuda --runs 10
+    unset KILN_CUDA_NEW_KERNELS
+    ;;
+  attn)
+    # A change to the attention kernels, in one short call: their tests and both sanitizers,
+    # then their speed beside PyTorch's SDPA and the GPT-2 step with them.
+    export KILN_CUDA_NEW_KERNELS=1
+    t timeout 150 .device/run kiln_tests --gtest_filter='*Attention*:CudaMemory*' \
+      >"$OUT/attn_tests.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|Failure" "$OUT/attn_tests.log" | head -20
+    t timeout 90 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 1 .device/bin/kiln_tests --gtest_filter='CudaAttention*' \
+      >"$OUT/memcheck.log" 2>&1
+    grep -E "Invalid|ERROR SUMMARY|at 0x|by thread" "$OUT/memcheck.log" | head -12
+    t timeout 60 .device/run compute-sanitizer --tool racecheck --error-exitcode 1 \
+      .device/bin/kiln_tests --gtest_filter='CudaAttention*' 2>&1 | tail -3
     t timeout 90 .device/run kiln_attention_ops
     t timeout 90 python3 .device/peers/torch_attention.py
     t timeout 150 .device/run kiln bench --train --device cuda --runs 10

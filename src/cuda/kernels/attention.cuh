@@ -81,26 +81,59 @@ __device__ __forceinline__ void mma(float, float* c, const unsigned* a, unsigned
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 16 bytes from global to shared memory with cp.async (sm_80 on: no register round trip, so the
+// next tile loads while this one is used); zeros when !in (a source size of 0 reads nothing).
+__device__ __forceinline__ void copy16(void* dst, const void* src, bool in) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(in ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void copy_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Rows [t0, t0 + rows) of one (b, h) of a [.., T, D] operand into shared memory (row stride P
-// elements), 16 bytes a load; rows at or beyond T are zeros.
+// elements), 16 bytes a copy; rows at or beyond T are zeros. Asynchronous: copy_commit and
+// copy_wait, then __syncthreads, before the tile is read.
 template <class T, int D, int P>
 __device__ __forceinline__ void stage(typename Traits<T>::Smem* dst, const T* base,
                                       long long stride_t, long long t0, long long t, int rows) {
-  constexpr int kChunks = D * (int)sizeof(T) / 16;  // 16-byte loads per row
+  constexpr int kChunks = D * (int)sizeof(T) / 16;  // 16-byte copies per row
+  constexpr int kWide = 16 / (int)sizeof(T);        // elements per copy
   for (int c = threadIdx.x; c < rows * kChunks; c += blockDim.x) {
     const int r = c / kChunks, j = c % kChunks;
-    uint4 u = make_uint4(0, 0, 0, 0);
-    if (t0 + r < t) u = __ldg(reinterpret_cast<const uint4*>(base + (t0 + r) * stride_t) + j);
-    *reinterpret_cast<uint4*>(dst + r * P + j * (16 / (int)sizeof(T))) = u;
+    const bool in = t0 + r < t;
+    copy16(dst + r * P + j * kWide, base + (in ? (t0 + r) * stride_t : 0) + j * kWide, in);
   }
 }
 
-// The 32-bit word holding elements (row, col) and (row, col + 1) of a staged 16-bit tile.
-__device__ __forceinline__ unsigned word(const unsigned short* s, int p, int row, int col) {
-  return *reinterpret_cast<const unsigned*>(s + row * p + col);
+// Shared-memory buffers for a kernel's staged tiles (Bytes a set): two when they fit the 48 KiB
+// of static shared memory, so that the next set loads while this one is used, else one.
+template <int Bytes>
+__host__ __device__ constexpr int stages() {
+  return 2 * Bytes <= 48 * 1024 ? 2 : 1;
 }
-__device__ __forceinline__ unsigned join(unsigned short lo, unsigned short hi) {
-  return (unsigned)lo | ((unsigned)hi << 16);
+
+// Four 8 x 8 matrices of 16-bit elements from shared memory, lanes 8i .. 8i + 7 giving the row
+// addresses of matrix i; register i holds this thread's part of matrix i in the mma fragment
+// layout (row lane / 4, columns 2 (lane % 4) and + 1), transposed with ldmatrix_x4_trans.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* row) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 
 // The padded row of a staged tile, in elements: 16 bytes more than D, so that the fragment reads
@@ -138,7 +171,8 @@ __device__ __forceinline__ void load_a(unsigned (&a)[D / Traits<T>::K][4], const
 }
 
 // c = A X^T: A the 16 rows of `a` (load_a), X the N rows of a staged tile (its D columns are the
-// k index). c[n] is the n-th n8 tile of the 16 x N product, in the mma C layout.
+// k index). c[n] is the n-th n8 tile of the 16 x N product, in the mma C layout. 16-bit X by
+// ldmatrix, two n8 tiles of one k step at once (matrices: tile n and n + 1, k low and high half).
 template <class T, int D, int N>
 __device__ __forceinline__ void mma_abt(float (&c)[N / 8][4],
                                         const unsigned (&a)[D / Traits<T>::K][4],
@@ -146,43 +180,57 @@ __device__ __forceinline__ void mma_abt(float (&c)[N / 8][4],
   constexpr int P = padded<T, D>();
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int n = 0; n < N / 8; ++n) {
-    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
-    const int row = n * 8 + g;
+  for (int n = 0; n < N / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+  if constexpr (Traits<T>::kHalf) {
+    const int i = lane / 8;
+    const typename Traits<T>::Smem* row = x + (i / 2 * 8 + lane % 8) * P + i % 2 * 8;
 #pragma unroll
-    for (int kk = 0; kk < D / Traits<T>::K; ++kk) {
-      if constexpr (Traits<T>::kHalf) {
-        mma(T{}, c[n], a[kk], word(x, P, row, kk * 16 + 2 * t),
-            word(x, P, row, kk * 16 + 8 + 2 * t));
-      } else {
-        mma(T{}, c[n], a[kk], tf32(x[row * P + kk * 8 + t]), tf32(x[row * P + kk * 8 + t + 4]));
+    for (int n = 0; n < N / 8; n += 2) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned b[4];
+        ldmatrix_x4(b, row + n * 8 * P + kk * 16);
+        mma(T{}, c[n], a[kk], b[0], b[1]);
+        mma(T{}, c[n + 1], a[kk], b[2], b[3]);
       }
+    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < N / 8; ++n) {
+      const int row = n * 8 + g;
+#pragma unroll
+      for (int kk = 0; kk < D / 8; ++kk)
+        mma(T{}, c[n], a[kk], tf32(x[row * P + kk * 8 + t]), tf32(x[row * P + kk * 8 + t + 4]));
     }
   }
 }
 
 // acc += C X: C the 16 x N values held in the mma C layout (c, from mma_abt), used as the A
 // operand straight from the registers, X the N x D staged tile. For 16-bit types two n8 tiles of C
-// are one k16 step's A layout; for TF32 the k index t of a k8 step is taken as column 2t of the C
-// tile and t + 4 as 2t + 1 (the order the C layout holds them), and X's rows in the same order.
+// are one k16 step's A layout, and X's fragments come transposed by ldmatrix (matrices: keys low
+// and high half of output columns n, then of n + 1); for TF32 the k index t of a k8 step is
+// taken as column 2t of the C tile and t + 4 as 2t + 1 (the order the C layout holds them), and
+// X's rows in the same order.
 template <class T, int D, int N>
 __device__ __forceinline__ void mma_cx(float (&acc)[D / 8][4], const float (&c)[N / 8][4],
                                        const typename Traits<T>::Smem* x) {
   constexpr int P = padded<T, D>();
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   if constexpr (Traits<T>::kHalf) {
+    const int i = lane / 8;
+    const typename Traits<T>::Smem* row = x + (i % 2 * 8 + lane % 8) * P + i / 2 * 8;
 #pragma unroll
     for (int kt = 0; kt < N / 16; ++kt) {
       const unsigned a[4] = {pack(T{}, c[2 * kt][0], c[2 * kt][1]),
                              pack(T{}, c[2 * kt][2], c[2 * kt][3]),
                              pack(T{}, c[2 * kt + 1][0], c[2 * kt + 1][1]),
                              pack(T{}, c[2 * kt + 1][2], c[2 * kt + 1][3])};
-      const int k0 = kt * 16 + 2 * t;
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        const int col = n * 8 + g;
-        mma(T{}, acc[n], a, join(x[k0 * P + col], x[(k0 + 1) * P + col]),
-            join(x[(k0 + 8) * P + col], x[(k0 + 9) * P + col]));
+      for (int n = 0; n < D / 8; n += 2) {
+        unsigned b[4];
+        ldmatrix_x4_trans(b, row + kt * 16 * P + n * 8);
+        mma(T{}, acc[n], a, b[0], b[1]);
+        mma(T{}, acc[n + 1], a, b[2], b[3]);
       }
     }
   } else {
@@ -219,6 +267,55 @@ __device__ __forceinline__ void store_rows(T* out, const float (&acc)[D / 8][4],
         *reinterpret_cast<float2*>(o + n * 8 + 2 * c) = make_float2(x0, x1);
       }
     }
+  }
+}
+
+// The loop over the tiles at first, first + BN, .. below end with ST shared-memory buffers:
+// load(i0, buf) issues the copies of the tile at i0 into buffer buf (stage, and plain stores that
+// the __syncthreads before use publishes), use(i0, buf) reads it. With two buffers the next
+// tile's copies run while this one is used.
+template <int ST, int BN, class Load, class Use>
+__device__ __forceinline__ void tile_loop(long long first, long long end, Load load, Use use) {
+  if (first < end) {
+    load(first, 0);
+    copy_commit();
+  }
+  int buf = 0;
+  for (long long i0 = first; i0 < end; i0 += BN) {
+    const bool more = i0 + BN < end;
+    if (ST == 2 && more) {
+      load(i0 + BN, buf ^ 1);
+      copy_commit();
+      copy_wait<1>();
+    } else {
+      copy_wait<0>();
+    }
+    __syncthreads();  // this tile is in shared memory for every warp
+    use(i0, buf);
+    __syncthreads();  // every warp is done with buf before it is loaded again
+    if (ST == 1 && more) {
+      load(i0 + BN, 0);
+      copy_commit();
+    }
+    if (ST == 2) buf ^= 1;
+  }
+}
+
+// f(n, e, masked) for each of this thread's scores of a tile (n8 tile n, element e of the mma C
+// layout); is_masked(n, e) is asked only when edge (a tile that can hold a masked score: the
+// last, and causal, the diagonal), so that the other tiles pay nothing for the mask.
+template <int NT, class M, class F>
+__device__ __forceinline__ void each_score(bool edge, M is_masked, F f) {
+  if (edge) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f(n, e, is_masked(n, e));
+  } else {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f(n, e, false);
   }
 }
 
@@ -259,10 +356,12 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
                         int causal) {
   using S = typename Traits<T>::Smem;
   constexpr int P = padded<T, D>();
-  constexpr int NT = BN / 8;  // n8 tiles of scores per key tile
-  constexpr int ND = D / 8;   // n8 tiles of the output
-  __shared__ __align__(16) S ks[BN * P];
-  __shared__ __align__(16) S vs[BN * P];
+  constexpr int NT = BN / 8;     // n8 tiles of scores per key tile
+  constexpr int ND = D / 8;      // n8 tiles of the output
+  constexpr int kTile = BN * P;  // elements of one staged tile
+  constexpr int ST = stages<2 * kTile*(int)sizeof(S)>();
+  __shared__ __align__(16) S ks[ST * kTile];
+  __shared__ __align__(16) S vs[ST * kTile];
 
   const Block blk = block_of(tq, heads, true);
   const long long bh = blk.bh, q0 = blk.row0;
@@ -278,27 +377,25 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
 
   const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
-  for (long long j0 = 0; j0 < kend; j0 += BN) {
-    __syncthreads();  // the previous tile is read
-    stage<T, D, P>(ks, kh, sk.t, j0, tk, BN);
-    stage<T, D, P>(vs, vh, sv.t, j0, tk, BN);
-    __syncthreads();
-
+  const auto load = [&](long long j0, int buf) {
+    stage<T, D, P>(ks + buf * kTile, kh, sk.t, j0, tk, BN);
+    stage<T, D, P>(vs + buf * kTile, vh, sv.t, j0, tk, BN);
+  };
+  const auto use = [&](long long j0, int buf) {
     float s[NT][4];
-    mma_abt<T, D, BN>(s, qa, ks);
+    mma_abt<T, D, BN>(s, qa, ks + buf * kTile);
     // Scale, mask, and the rows' new maxima.
     float tile_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const long long key = j0 + n * 8 + 2 * t + (e & 1), row = r0 + g + (e >> 1) * 8;
-        float x = s[n][e] * scale2;
-        if (key >= tk || (causal && key > row)) x = neg_inf();
-        s[n][e] = x;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
-      }
-    }
+    each_score<NT>(
+        j0 + BN > tk || (causal && j0 + BN - 1 > r0),
+        [&](int n, int e) {
+          const long long key = j0 + n * 8 + 2 * t + (e & 1), row = r0 + g + (e >> 1) * 8;
+          return key >= tk || (causal && key > row);
+        },
+        [&](int n, int e, bool masked) {
+          s[n][e] = masked ? neg_inf() : s[n][e] * scale2;
+          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
+        });
     float alpha[2], base[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -325,8 +422,9 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
         l[e >> 1] += s[n][e];
       }
     }
-    mma_cx<T, D, BN>(acc, s, vs);  // acc += P V
-  }
+    mma_cx<T, D, BN>(acc, s, vs + buf * kTile);  // acc += P V
+  };
+  tile_loop<ST, BN>(0, kend, load, use);
 
   // Finish the rows: the quad's partial sums, o = acc / l, lse.
   float inv[2];

@@ -49,8 +49,10 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
   using S = typename Traits<T>::Smem;
   constexpr int P = padded<T, D>();
   constexpr int NT = BN / 8, ND = D / 8;
-  __shared__ __align__(16) S ks[BN * P];
-  __shared__ __align__(16) S vs[BN * P];
+  constexpr int kTile = BN * P;  // elements of one staged tile
+  constexpr int ST = stages<2 * kTile*(int)sizeof(S)>();
+  __shared__ __align__(16) S ks[ST * kTile];
+  __shared__ __align__(16) S vs[ST * kTile];
 
   const Block blk = block_of(tq, heads, true);
   const long long bh = blk.bh, q0 = blk.row0;
@@ -74,26 +76,27 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
   for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
   const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
-  for (long long j0 = 0; j0 < kend; j0 += BN) {
-    __syncthreads();
-    stage<T, D, P>(ks, kh, sk.t, j0, tk, BN);
-    stage<T, D, P>(vs, vh, sv.t, j0, tk, BN);
-    __syncthreads();
+  const auto load = [&](long long j0, int buf) {
+    stage<T, D, P>(ks + buf * kTile, kh, sk.t, j0, tk, BN);
+    stage<T, D, P>(vs + buf * kTile, vh, sv.t, j0, tk, BN);
+  };
+  const auto use = [&](long long j0, int buf) {
     float s[NT][4], dp[NT][4];
-    mma_abt<T, D, BN>(s, qa, ks);
-    mma_abt<T, D, BN>(dp, da, vs);
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const long long key = j0 + n * 8 + 2 * t + (e & 1), row = r0 + g + (e >> 1) * 8;
-        const bool masked = key >= tk || (causal && key > row);
-        const float p = masked ? 0.f : exp2f(s[n][e] * scale2 - lse2[e >> 1]);
-        s[n][e] = p * (dp[n][e] - dl[e >> 1]);  // dS
-      }
-    }
-    mma_cx<T, D, BN>(acc, s, ks);  // dq += dS k
-  }
+    mma_abt<T, D, BN>(s, qa, ks + buf * kTile);
+    mma_abt<T, D, BN>(dp, da, vs + buf * kTile);
+    each_score<NT>(
+        j0 + BN > tk || (causal && j0 + BN - 1 > r0),
+        [&](int n, int e) {
+          const long long key = j0 + n * 8 + 2 * t + (e & 1), row = r0 + g + (e >> 1) * 8;
+          return key >= tk || (causal && key > row);
+        },
+        [&](int n, int e, bool masked) {
+          const float p = masked ? 0.f : exp2f(s[n][e] * scale2 - lse2[e >> 1]);
+          s[n][e] = p * (dp[n][e] - dl[e >> 1]);  // dS
+        });
+    mma_cx<T, D, BN>(acc, s, ks + buf * kTile);  // dq += dS k
+  };
+  tile_loop<ST, BN>(0, kend, load, use);
   const float f[2] = {scale, scale};
   store_rows<T, D>(dq + bh * tq * D, acc, r0, tq, f);
 }
@@ -108,9 +111,11 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
   using S = typename Traits<T>::Smem;
   constexpr int P = padded<T, D>();
   constexpr int NT = BN / 8, ND = D / 8;
-  __shared__ __align__(16) S qs[BN * P];
-  __shared__ __align__(16) S dos[BN * P];
-  __shared__ float lse2s[BN], dls[BN];
+  constexpr int kTile = BN * P;  // elements of one staged tile
+  constexpr int ST = stages<2 * kTile*(int)sizeof(S) + 2 * BN*(int)sizeof(float)>();
+  __shared__ __align__(16) S qs[ST * kTile];
+  __shared__ __align__(16) S dos[ST * kTile];
+  __shared__ float lse2s[ST][BN], dls[ST][BN];
 
   const Block blk = block_of(tk, heads, false);
   const long long bh = blk.bh, k0 = blk.row0;
@@ -129,34 +134,36 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
     dva[n][0] = dva[n][1] = dva[n][2] = dva[n][3] = 0.f;
   }
 
-  for (long long i0 = causal ? k0 / BN * BN : 0; i0 < tq; i0 += BN) {
-    __syncthreads();
-    stage<T, D, P>(qs, qh, sq.t, i0, tq, BN);
-    stage<T, D, P>(dos, doh, sdo.t, i0, tq, BN);
+  const auto load = [&](long long i0, int buf) {
+    stage<T, D, P>(qs + buf * kTile, qh, sq.t, i0, tq, BN);
+    stage<T, D, P>(dos + buf * kTile, doh, sdo.t, i0, tq, BN);
     for (int c = threadIdx.x; c < BN; c += blockDim.x) {
       const bool in = i0 + c < tq;
-      lse2s[c] = in ? lse[bh * tq + i0 + c] * kLog2e : 0.f;
-      dls[c] = in ? delta[bh * tq + i0 + c] : 0.f;
+      lse2s[buf][c] = in ? lse[bh * tq + i0 + c] * kLog2e : 0.f;
+      dls[buf][c] = in ? delta[bh * tq + i0 + c] : 0.f;
     }
-    __syncthreads();
+  };
+  const auto use = [&](long long i0, int buf) {
+    const S *qt = qs + buf * kTile, *dot = dos + buf * kTile;
     float pt[NT][4], dpt[NT][4];
-    mma_abt<T, D, BN>(pt, ka_, qs);   // S^T = k q^T
-    mma_abt<T, D, BN>(dpt, va, dos);  // dP^T = v dO^T
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = n * 8 + 2 * t + (e & 1);
-        const long long query = i0 + c, key = r0 + g + (e >> 1) * 8;
-        const bool masked = query >= tq || key >= tk || (causal && key > query);
-        const float p = masked ? 0.f : exp2f(pt[n][e] * scale2 - lse2s[c]);
-        pt[n][e] = p;
-        dpt[n][e] = p * (dpt[n][e] - dls[c]);  // dS^T
-      }
-    }
-    mma_cx<T, D, BN>(dva, pt, dos);  // dv += P^T dO
-    mma_cx<T, D, BN>(dka, dpt, qs);  // dk += dS^T q
-  }
+    mma_abt<T, D, BN>(pt, ka_, qt);   // S^T = k q^T
+    mma_abt<T, D, BN>(dpt, va, dot);  // dP^T = v dO^T
+    each_score<NT>(
+        i0 + BN > tq || r0 + 16 > tk || (causal && r0 + 15 > i0),
+        [&](int n, int e) {
+          const long long query = i0 + n * 8 + 2 * t + (e & 1), key = r0 + g + (e >> 1) * 8;
+          return query >= tq || key >= tk || (causal && key > query);
+        },
+        [&](int n, int e, bool masked) {
+          const int c = n * 8 + 2 * t + (e & 1);
+          const float p = masked ? 0.f : exp2f(pt[n][e] * scale2 - lse2s[buf][c]);
+          pt[n][e] = p;
+          dpt[n][e] = p * (dpt[n][e] - dls[buf][c]);  // dS^T
+        });
+    mma_cx<T, D, BN>(dva, pt, dot);  // dv += P^T dO
+    mma_cx<T, D, BN>(dka, dpt, qt);  // dk += dS^T q
+  };
+  tile_loop<ST, BN>(causal ? k0 / BN * BN : 0, tq, load, use);
   const float fk[2] = {scale, scale}, fv[2] = {1.f, 1.f};
   store_rows<T, D>(dk + bh * tk * D, dka, r0, tk, fk);
   store_rows<T, D>(dv + bh * tk * D, dva, r0, tk, fv);

@@ -76,16 +76,14 @@ for section in "$@"; do
     # kiln_attention_ops died of SIGSEGV in the composed f32 D=128 forward + backward (H100,
     # 2026-12-06): where (bundle an unstripped build as .device/bin/kiln_attention_ops_dbg).
     if [ -x .device/bin/kiln_attention_ops_dbg ]; then
-      KILN_CUDA_NEW_KERNELS=1 timeout 150 .device/run "$g" -q -batch -ex run -ex bt \
+      timeout 150 .device/run "$g" -q -batch -ex run -ex bt \
         -ex "thread apply all bt 30" --args .device/bin/kiln_attention_ops_dbg 2>&1 |
         grep -v "^\[New Thread\|^\[Thread .* exited" | tail -120 >"$OUT/gdb_attention_ops.txt"
       grep -E -A30 "SIGSEGV" "$OUT/gdb_attention_ops.txt" | head -40
     fi
     ;;
   tests)
-    # Four shards at once (the suite runs serially for over 5 minutes on one process). The CUDA
-    # attention kernels run only when asked until this suite has passed them on a GPU.
-    export KILN_CUDA_NEW_KERNELS=1
+    # Four shards at once (the suite runs serially for over 5 minutes on one process).
     for i in 0 1 2 3; do
       GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 220 .device/run kiln_tests \
         >"$OUT/tests_$i.log" 2>&1 &
@@ -96,14 +94,13 @@ for section in "$@"; do
     t wait
     grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
     grep -E "OK \]|FAILED|Failure|evaluates|program seed" "$OUT/gradfuzz.log" | head -12
-    # The new kernels under compute-sanitizer (out-of-bounds and misaligned accesses, races).
+    # The attention kernels under compute-sanitizer (out-of-bounds and misaligned accesses).
     # (--report-api-errors no: kiln's tests provoke API errors on purpose, and kiln falls back
     # where CUDA refuses a graph capture; the full report is kept in $OUT.)
     t timeout 60 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
       --error-exitcode 1 .device/bin/kiln_tests --gtest_filter='CudaAttention*' \
       >"$OUT/memcheck.log" 2>&1
     grep -E "Invalid|ERROR SUMMARY|at 0x|by thread" "$OUT/memcheck.log" | head -12
-    unset KILN_CUDA_NEW_KERNELS
     ;;
   ops)
     t timeout 100 .device/run kiln_half_matmul --runs 20 4096 8192
@@ -121,16 +118,13 @@ for section in "$@"; do
   attention)
     # Issue 19: the fused attention kernel beside the composed form and PyTorch's SDPA (and, after
     # them, the GPT-2 step with the kernels: kiln bench --train).
-    export KILN_CUDA_NEW_KERNELS=1
     t timeout 90 .device/run kiln_attention_ops
     t timeout 90 python3 .device/peers/torch_attention.py
     t timeout 150 .device/run kiln bench --train --device cuda --runs 10
-    unset KILN_CUDA_NEW_KERNELS
     ;;
   attn)
     # A change to the attention kernels, in one short call: their tests and both sanitizers,
     # then their speed beside PyTorch's SDPA and the GPT-2 step with them.
-    export KILN_CUDA_NEW_KERNELS=1
     t timeout 150 .device/run kiln_tests --gtest_filter='*Attention*:CudaMemory*' \
       >"$OUT/attn_tests.log" 2>&1
     grep -E "^\[  FAILED|PASSED|Failure" "$OUT/attn_tests.log" | head -20
@@ -143,7 +137,6 @@ for section in "$@"; do
     t timeout 90 .device/run kiln_attention_ops
     t timeout 90 python3 .device/peers/torch_attention.py
     t timeout 150 .device/run kiln bench --train --device cuda --runs 10
-    unset KILN_CUDA_NEW_KERNELS
     ;;
   half)
     # Issue 18: half matmul and every element-wise op beside PyTorch (the first rows of ops).
@@ -154,13 +147,13 @@ for section in "$@"; do
     ;;
   profile)
     # Where a GPT-2 step's device time goes (KILN_LOG=profile: device time per kernel at exit).
-    KILN_CUDA_NEW_KERNELS=1 KILN_LOG=profile t timeout 120 .device/run kiln_gpt2_train \
+    KILN_LOG=profile t timeout 120 .device/run kiln_gpt2_train \
       --device cuda --steps 3 --autocast bf16 >"$OUT/profile_gpt2_bf16.txt" 2>&1
     grep -A45 "kiln\[profile\]" "$OUT/profile_gpt2_bf16.txt"
     ;;
   race)
     # racecheck on the attention kernels (shared-memory tiles), apart: last when time is short.
-    KILN_CUDA_NEW_KERNELS=1 t timeout 45 .device/run compute-sanitizer --tool racecheck \
+    t timeout 45 .device/run compute-sanitizer --tool racecheck \
       --error-exitcode 1 .device/bin/kiln_tests --gtest_filter='CudaAttention*' 2>&1 | tail -4
     ;;
   ce)

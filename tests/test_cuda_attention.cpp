@@ -154,7 +154,6 @@ void run(const Case& c) {
 
 TEST(CudaAttention, ForwardAndBackwardAgainstFloat64) {
   KILN_REQUIRE_CUDA();
-  setenv("KILN_CUDA_NEW_KERNELS", "1", 1);  // (off by default: core/new_cuda_kernels.hpp)
   kiln::set_float32_matmul_precision(kiln::Precision::high);
   for (DType t : {DType::bf16, DType::f16, DType::f32}) {
     for (bool causal : {false, true}) {
@@ -166,7 +165,6 @@ TEST(CudaAttention, ForwardAndBackwardAgainstFloat64) {
     run({t, 1, 2, 70, 70, 128, true, false});
   }
   kiln::set_float32_matmul_precision(kiln::Precision::highest);
-  unsetenv("KILN_CUDA_NEW_KERNELS");
 }
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include <tuple>
 #include <utility>
 
-#include "core/new_cuda_kernels.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/kernel_args.hpp"
@@ -104,8 +103,7 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
   detail::check_attention_call(q, k, v, params, o, lse);
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
-  if (!detail::new_cuda_kernels() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
-    return false;
+  if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;
   if (b * h * tq == 0) return true;  // nothing to write
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) return false;
   const std::int64_t blocks = (tq + kQueries - 1) / kQueries * b * h;
@@ -137,8 +135,7 @@ bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, 
   detail::check_attention_backward_call(q, k, v, o, dout, lse, params, dq, dk, dv);
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
-  if (!detail::new_cuda_kernels() || !attention_kernel_available(q.dtype, d) || ctx.cc_major < 8)
-    return false;
+  if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;
   if (q.dtype == DType::f32 && d > 64) return false;
   if (b * h * (tq + tk) == 0) return true;  // nothing to write
   for (const TensorImpl* t : {&q, &k, &v, &dout, &dq, &dk, &dv})

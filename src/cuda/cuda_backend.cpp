@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "core/new_cuda_kernels.hpp"
 #include "cuda/check.hpp"
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
@@ -121,10 +120,6 @@ std::vector<detail::BackendFeature> CudaBackend::features() const {
       {"runtime", runtime_version()},
       {"nvrtc", nvrtc_version()},
       {"cublasLt", cublas_version()},
-      {"kernels not yet cleared on a GPU",
-       std::string(detail::new_cuda_kernels() ? "on (KILN_CUDA_NEW_KERNELS=1)"
-                                              : "off (KILN_CUDA_NEW_KERNELS=1 runs them)") +
-           ": attention"},
       {"index accumulation",
        kiln::deterministic() ? "deterministic (index order per destination)" : "atomics"},
   };

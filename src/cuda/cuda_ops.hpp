@@ -66,8 +66,7 @@ void rows(Context& ctx, detail::RowOp op, const TensorImpl& x, const detail::Row
 void order(Context& ctx, detail::OrderOp op, const TensorImpl& x, const detail::OrderParams& params,
            const TensorImpl& values, const TensorImpl* indices);
 
-// attention.cpp: Backend::attention (only with KILN_CUDA_NEW_KERNELS=1 until it has run on a GPU:
-// core/new_cuda_kernels.hpp), flash-style (kernels/attention.cuh: online softmax over tiles
+// attention.cpp: Backend::attention, flash-style (kernels/attention.cuh: online softmax over tiles
 // of keys held in shared memory, the scores never written), queued without a host sync; false
 // for a head dim it has no kernel for.
 bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,

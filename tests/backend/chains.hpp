@@ -382,16 +382,19 @@ inline Layout sliced() {
             return detail::placed(s, st, 1);
           }};
 }
-// The outermost dim broadcast (stride 0): a row repeated.
-inline Layout broadcast_outer() {
-  return {"broadcast_outer",
-          [](const Dims& s) {
-            Dims st = detail::dense_strides(s, detail::identity_order(s.size()));
+namespace detail {
+inline Layout broadcast_outer_from(std::string name, std::int64_t offset) {
+  return {std::move(name),
+          [offset](const Dims& s) {
+            Dims st = dense_strides(s, identity_order(s.size()));
             if (!st.empty()) st.front() = 0;
-            return detail::placed(s, st, 2);
+            return placed(s, st, offset);
           },
           false};
 }
+}  // namespace detail
+// The outermost dim broadcast (stride 0): a row repeated.
+inline Layout broadcast_outer() { return detail::broadcast_outer_from("broadcast_outer", 2); }
 // The innermost dim broadcast (stride 0): a column repeated.
 inline Layout broadcast_inner() {
   return {"broadcast_inner",
@@ -417,13 +420,7 @@ inline Layout column_slice() {
 // The outermost dim broadcast from the buffer's start (a bias over rows, read 4 elements at a
 // time by CUDA when its row length is a multiple of 4).
 inline Layout broadcast_outer_aligned() {
-  return {"broadcast_outer_aligned",
-          [](const Dims& s) {
-            Dims st = detail::dense_strides(s, detail::identity_order(s.size()));
-            if (!st.empty()) st.front() = 0;
-            return detail::placed(s, st, 0);
-          },
-          false};
+  return detail::broadcast_outer_from("broadcast_outer_aligned", 0);
 }
 // One value everywhere (a scalar expanded: every stride 0).
 inline Layout splat() {

@@ -91,6 +91,27 @@ TEST_P(AutogradTest, ViewsScatterTheirGradientsBack) {
   expect_near_all(x.grad()->to_vector(), want, "dx");
 }
 
+// Gradients of views that each cover part of a buffer add up in place into its gradient, but a
+// gradient someone holds is never changed: accumulating again makes a new one.
+TEST_P(AutogradTest, PartialViewGradientsAddUpAndLeaveHeldGradientsAlone) {
+  auto x = leaf<2>({3, 4});
+  auto loss = [&] {  // the three rows as separate slices, and the middle column pair
+    return x.slice(0, 0, 1).sum() + (x.slice(0, 1, 2) * 2.0f).sum() +
+           (x.slice(0, 2, 3) * 3.0f).sum() + x.slice(1, 1, 3).sum();
+  };
+  loss().backward();
+  const Tensor<2> held = *x.grad();
+  const std::vector<float> first = held.to_vector();
+  std::vector<double> want(12);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) want[i * 4 + j] = (i + 1) + (j == 1 || j == 2 ? 1 : 0);
+  expect_near_all(first, want, "dx");
+  loss().backward();  // accumulates into x.grad()
+  for (double& w : want) w *= 2;
+  expect_near_all(x.grad()->to_vector(), want, "dx after two backward passes");
+  EXPECT_EQ(held.to_vector(), first) << "a held gradient changed";
+}
+
 // sum, mean, max (ties share the gradient, as PyTorch's amax) over a dim and over everything.
 TEST_P(AutogradTest, Reductions) {
   auto x = Tensor<2>::from_data(std::vector<float>{1, 5, 5, 2, -3, 0}, {2, 3}, dev())

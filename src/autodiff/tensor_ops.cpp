@@ -25,13 +25,26 @@ Handle zeros(Backend& be, std::int64_t n, DType dtype) {
   return run(be, p, {}, std::span(&zero, 1), {n})[0];
 }
 
-Handle add(Backend& be, const TensorImpl& a, const TensorImpl& b) {
+namespace {
+// a + b in a's dtype (computed in its compute dtype).
+ir::Program sum_program(DType a, DType b) {
   ir::Program p;
-  const DType t = compute_dtype(a.dtype);
-  p.output(p.cast(p.binary(ir::Op::add, p.cast(p.input(a.dtype), t), p.cast(p.input(b.dtype), t)),
-                  a.dtype));
+  const DType t = compute_dtype(a);
+  p.output(p.cast(p.binary(ir::Op::add, p.cast(p.input(a), t), p.cast(p.input(b), t)), a));
+  return p;
+}
+}  // namespace
+
+Handle add(Backend& be, const TensorImpl& a, const TensorImpl& b) {
   const TensorImpl* in[] = {&a, &b};
-  return run(be, p, in, {}, a.shape)[0];
+  return run(be, sum_program(a.dtype, b.dtype), in, {}, a.shape)[0];
+}
+
+void add_into(Backend& be, const TensorImpl& src, const TensorImpl& dst) {
+  if (dst.numel() == 0) return;
+  const TensorImpl* in[] = {&dst, &src};
+  const TensorImpl* out[] = {&dst};
+  be.elementwise(sum_program(dst.dtype, src.dtype), in, {}, detail::Outs(out));
 }
 
 Handle sum_dim(Backend& be, const TensorImpl& x, int dim) {
@@ -138,6 +151,14 @@ void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, cons
     f->shape = {m.numel};
     f->strides = {1};
     slot = f;
+    return;
+  }
+  // A view that covers part of the buffer (q, k and v slices of one projection): added in place
+  // into the slot where nothing else can see it change (this handle the only one of a flat
+  // buffer), else into a flat of zeros that is then added (a full-size fill and sum per view).
+  if (slot && slot.use_count() == 1 && slot->buffer.use_count() == 1 && slot->offset == 0 &&
+      slot->is_contiguous() && slot->numel() == m.numel && slot->dtype == m.dtype) {
+    add_into(be, *grad, into.over(slot->buffer));
     return;
   }
   Handle flat = zeros(be, m.numel, m.dtype);

@@ -20,6 +20,9 @@ Handle zeros(Backend& be, std::int64_t n, DType dtype);
 Handle add(Backend& be, const TensorImpl& a, const TensorImpl& b);
 // x summed over dim, which is kept with extent 1.
 Handle sum_dim(Backend& be, const TensorImpl& x, int dim);
+// dst += src in place (dst's dtype; src of dst's shape, any strides): dst may be read by nothing
+// that expects its old values.
+void add_into(Backend& be, const TensorImpl& src, const TensorImpl& dst);
 // Writes src (any strides, its dtype converted) into the view dst.
 void copy_into(Backend& be, const TensorImpl& src, const TensorImpl& dst);
 // t's view with every dim of extent 1 broadcast (stride 0) to `shape`.

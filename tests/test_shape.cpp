@@ -34,8 +34,16 @@ TEST_P(ShapeTest, Reshape) {
   auto t = x.transpose(0, 1).reshape(Shape<2>{3, -1});
   EXPECT_TRUE(t.is_contiguous());
   EXPECT_TRUE(kt::matches(t, r.transpose(0, 1).reshape({3, 8})));
+  EXPECT_FALSE(kt::shares_buffer(x, t));
+  // One the strides allow is a view (PyTorch's rule): the rows of a step-2 slice laid out as one
+  // run, the last dim of a column slice split (the heads of a q/k/v slice of a projection).
   auto s = x.slice(1, 1, 6, 2).reshape(Shape<1>{-1});
   EXPECT_TRUE(kt::matches(s, r.slice(1, 1, 6, 2).reshape({12})));
+  EXPECT_TRUE(kt::shares_buffer(x, s));
+  auto heads = x.slice(1, 2, 6).reshape(Shape<3>{4, 2, 2});
+  EXPECT_TRUE(kt::matches(heads, r.slice(1, 2, 6, 1).reshape({4, 2, 2})));
+  EXPECT_TRUE(kt::shares_buffer(x, heads));
+  EXPECT_FALSE(heads.is_contiguous());
   auto e = x.slice(0, 0, 1).expand(Shape<3>{2, 4, 6}).reshape(Shape<2>{8, 6});
   EXPECT_TRUE(kt::matches(e, r.slice(0, 0, 1).expand({2, 4, 6}).reshape({8, 6})));
   auto one = Tensor<2>::full({1, 1}, 2.5, DType::f32, dev()).reshape(Shape<0>{});

@@ -1,15 +1,49 @@
-// Shape ops. transpose, permute, slice, expand, unsqueeze, squeeze and reshape of a contiguous
-// tensor are views; reshape of a strided tensor and cat copy.
+// Shape ops. transpose, permute, slice, expand, unsqueeze, squeeze and reshape are views (reshape
+// where the strides allow one, as PyTorch's: splitting a dim and merging dims that are laid out
+// as one); a reshape no strides can express, and cat, copy.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/checked.hpp"
 #include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::detail {
+namespace {
+
+// The strides that show x's elements, in row-major order, as `shape` (of the same count), if any:
+// x's dims fall into runs that are laid out as one (each dim's stride its inner neighbour's times
+// that extent), and each run must split into whole dims of `shape` (PyTorch's computeStride).
+std::optional<Dims> view_strides(const TensorImpl& x, const Dims& shape) {
+  if (x.numel() == 0 || x.is_contiguous()) return contiguous_strides(shape);
+  const Dims &old = x.shape, &old_strides = x.strides;
+  Dims strides(shape.size());
+  auto view_d = static_cast<std::ptrdiff_t>(shape.size()) - 1;
+  std::int64_t base = old_strides.back(), run = 1, view_run = 1;
+  for (auto d = static_cast<std::ptrdiff_t>(old.size()) - 1; d >= 0; --d) {
+    run *= old[static_cast<std::size_t>(d)];
+    const bool run_ends = d == 0 || (old[static_cast<std::size_t>(d) - 1] != 1 &&
+                                     old_strides[static_cast<std::size_t>(d) - 1] != run * base);
+    if (!run_ends) continue;
+    while (view_d >= 0 && (view_run < run || shape[static_cast<std::size_t>(view_d)] == 1)) {
+      strides[static_cast<std::size_t>(view_d)] = view_run * base;
+      view_run *= shape[static_cast<std::size_t>(view_d)];
+      --view_d;
+    }
+    if (view_run != run) return std::nullopt;
+    if (d > 0) {
+      base = old_strides[static_cast<std::size_t>(d) - 1];
+      run = view_run = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
+}  // namespace
 
 Handle reshape(const Handle& x, const Dims& shape) {
   Dims target = shape;
@@ -33,6 +67,8 @@ Handle reshape(const Handle& x, const Dims& shape) {
     throw ShapeError(fmt::format("reshape: cannot reshape {} ({} elements) to {}",
                                  format_dims(x->shape), x->numel(), format_dims(shape)));
   }
+  if (std::optional<Dims> strides = view_strides(*x, target))
+    return view(*x, target, *strides, x->offset);
   Handle c = contiguous(x);
   return view(*c, target, contiguous_strides(target), c->offset);
 }

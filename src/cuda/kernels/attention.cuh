@@ -358,8 +358,7 @@ struct Block {
   long long bh, b, h, row0;
 };
 __device__ __forceinline__ Block block_of(long long n, int heads, bool last_first, int rows = 64) {
-  const long long nb = (n + rows - 1) / rows, nbh = gridDim.x / nb,
-                  i = (long long)blockIdx.x / nbh;
+  const long long nb = (n + rows - 1) / rows, nbh = gridDim.x / nb, i = (long long)blockIdx.x / nbh;
   Block r;
   r.bh = (long long)blockIdx.x % nbh;
   r.b = r.bh / heads;
@@ -403,7 +402,8 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   for (int mi = 0; mi < M; ++mi) {
     load_a<T, D>(qa[mi], slab(q, sq, blk), sq.t, r0 + 16 * mi, tq);
 #pragma unroll
-    for (int n = 0; n < ND; ++n) acc[mi][n][0] = acc[mi][n][1] = acc[mi][n][2] = acc[mi][n][3] = 0.f;
+    for (int n = 0; n < ND; ++n)
+      acc[mi][n][0] = acc[mi][n][1] = acc[mi][n][2] = acc[mi][n][3] = 0.f;
     m[mi][0] = m[mi][1] = neg_inf();
     l[mi][0] = l[mi][1] = 0.f;
   }

@@ -1,5 +1,5 @@
 // The CUDA backend's attention (Backend::attention): kernels/attention.cuh, one block of 128
-// threads per 64 or 128 queries of one (b, h), queued on the device's stream with no host sync.
+// threads per 64 queries of one (b, h), queued on the device's stream with no host sync.
 //
 // What it runs: head dims D that are multiples of 16 up to 128 (one kernel per dtype and D,
 // compiled on first use), tensor cores from sm_80 on, operands it can read 16 bytes at a time
@@ -29,13 +29,8 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr int kThreads = 128;  // 4 warps
-constexpr int kQueries = 64;   // per block of the backward's kernels: 16 rows a warp
-
-// Row tiles of 16 queries per warp in the forward: two for 16-bit types up to D = 64 (each
-// fragment of K and V read from shared memory serves both, halving those reads per product);
-// one where the accumulators of two would spill (D = 128, and f32's wider fragments).
-int forward_row_tiles(DType t, int d) { return t != DType::f32 && d <= 64 ? 2 : 1; }
+constexpr int kThreads = 128;  // 4 warps, 16 queries each
+constexpr int kQueries = 64;
 
 // An empty operand (Tk == 0, say) may have no memory: nothing of it is read.
 const void* address(const TensorImpl& t) { return t.numel() == 0 ? nullptr : t.data(); }
@@ -78,9 +73,9 @@ const std::string& attention_source(DType t, int d, bool backward) {
         "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2}* q, const {2}* k, "
         "const {2}* v, {2}* o, float* lse, int heads, long long tq, long long tk, ka::Strides sq, "
         "ka::Strides sk, ka::Strides sv, float scale2, int causal) {{\n"
-        "  ka::forward<{2}, {3}, {4}, {5}>(q, k, v, o, lse, heads, tq, tk, sq, sk, sv, scale2, "
+        "  ka::forward<{2}, {3}, {4}>(q, k, v, o, lse, heads, tq, tk, sq, sk, sv, scale2, "
         "causal);\n}}\n",
-        kThreads, attention_kernel_name(t, d, "fwd"), T, d, bn, forward_row_tiles(t, d));
+        kThreads, attention_kernel_name(t, d, "fwd"), T, d, bn);
     return s;
   }
   s += std::string(embed::cuda_kernels_attention_backward_cuh);
@@ -111,8 +106,7 @@ bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const Ten
   if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;
   if (b * h * tq == 0) return true;  // nothing to write
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) return false;
-  const std::int64_t rows = kQueries * forward_row_tiles(q.dtype, static_cast<int>(d)),
-                     blocks = (tq + rows - 1) / rows * b * h;
+  const std::int64_t blocks = (tq + kQueries - 1) / kQueries * b * h;
   if (blocks >= (1LL << 31) || h >= (1LL << 31)) return false;
   const auto dd = static_cast<int>(d);
   cudaKernel_t kernel = cached_kernel(attention_source(q.dtype, dd, false), "kiln_attention.cu",

@@ -170,21 +170,17 @@ __device__ __forceinline__ void load_a(unsigned (&a)[D / Traits<T>::K][4], const
   }
 }
 
-// c[m] = A_m X^T for m < M: A_m the 16 rows of a[m] (load_a), X the N rows of a staged tile (its D
-// columns are the k index). c[m][n] is the n-th n8 tile of the 16 x N product, in the mma C
-// layout. Each fragment of X is read once for the M row tiles (M = 2 halves the shared-memory
-// reads per product). 16-bit X by ldmatrix, two n8 tiles of one k step at once (matrices: tile n
-// and n + 1, k low and high half).
-template <class T, int D, int N, int M = 1>
-__device__ __forceinline__ void mma_abt(float (*c)[N / 8][4],
-                                        const unsigned (*a)[D / Traits<T>::K][4],
+// c = A X^T: A the 16 rows of `a` (load_a), X the N rows of a staged tile (its D columns are the
+// k index). c[n] is the n-th n8 tile of the 16 x N product, in the mma C layout. 16-bit X by
+// ldmatrix, two n8 tiles of one k step at once (matrices: tile n and n + 1, k low and high half).
+template <class T, int D, int N>
+__device__ __forceinline__ void mma_abt(float (&c)[N / 8][4],
+                                        const unsigned (&a)[D / Traits<T>::K][4],
                                         const typename Traits<T>::Smem* x) {
   constexpr int P = padded<T, D>();
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int m = 0; m < M; ++m)
-#pragma unroll
-    for (int n = 0; n < N / 8; ++n) c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.f;
+  for (int n = 0; n < N / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
   if constexpr (Traits<T>::kHalf) {
     const int i = lane / 8;
     const typename Traits<T>::Smem* row = x + (i / 2 * 8 + lane % 8) * P + i % 2 * 8;
@@ -194,11 +190,8 @@ __device__ __forceinline__ void mma_abt(float (*c)[N / 8][4],
       for (int kk = 0; kk < D / 16; ++kk) {
         unsigned b[4];
         ldmatrix_x4(b, row + n * 8 * P + kk * 16);
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          mma(T{}, c[m][n], a[m][kk], b[0], b[1]);
-          mma(T{}, c[m][n + 1], a[m][kk], b[2], b[3]);
-        }
+        mma(T{}, c[n], a[kk], b[0], b[1]);
+        mma(T{}, c[n + 1], a[kk], b[2], b[3]);
       }
     }
   } else {
@@ -206,23 +199,20 @@ __device__ __forceinline__ void mma_abt(float (*c)[N / 8][4],
     for (int n = 0; n < N / 8; ++n) {
       const int row = n * 8 + g;
 #pragma unroll
-      for (int kk = 0; kk < D / 8; ++kk) {
-        const unsigned b0 = tf32(x[row * P + kk * 8 + t]), b1 = tf32(x[row * P + kk * 8 + t + 4]);
-#pragma unroll
-        for (int m = 0; m < M; ++m) mma(T{}, c[m][n], a[m][kk], b0, b1);
-      }
+      for (int kk = 0; kk < D / 8; ++kk)
+        mma(T{}, c[n], a[kk], tf32(x[row * P + kk * 8 + t]), tf32(x[row * P + kk * 8 + t + 4]));
     }
   }
 }
 
-// acc[m] += C_m X for m < M: C_m the 16 x N values held in the mma C layout (c[m], from mma_abt),
-// used as the A operand straight from the registers, X the N x D staged tile, each fragment of it
-// read once for the M row tiles. For 16-bit types two n8 tiles of C are one k16 step's A layout,
-// and X's fragments come transposed by ldmatrix (matrices: keys low and high half of output
-// columns n, then of n + 1); for TF32 the k index t of a k8 step is taken as column 2t of the C
-// tile and t + 4 as 2t + 1 (the order the C layout holds them), and X's rows in the same order.
-template <class T, int D, int N, int M = 1>
-__device__ __forceinline__ void mma_cx(float (*acc)[D / 8][4], const float (*c)[N / 8][4],
+// acc += C X: C the 16 x N values held in the mma C layout (c, from mma_abt), used as the A
+// operand straight from the registers, X the N x D staged tile. For 16-bit types two n8 tiles of C
+// are one k16 step's A layout, and X's fragments come transposed by ldmatrix (matrices: keys low
+// and high half of output columns n, then of n + 1); for TF32 the k index t of a k8 step is
+// taken as column 2t of the C tile and t + 4 as 2t + 1 (the order the C layout holds them), and
+// X's rows in the same order.
+template <class T, int D, int N>
+__device__ __forceinline__ void mma_cx(float (&acc)[D / 8][4], const float (&c)[N / 8][4],
                                        const typename Traits<T>::Smem* x) {
   constexpr int P = padded<T, D>();
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -231,43 +221,27 @@ __device__ __forceinline__ void mma_cx(float (*acc)[D / 8][4], const float (*c)[
     const typename Traits<T>::Smem* row = x + (i % 2 * 8 + lane % 8) * P + i / 2 * 8;
 #pragma unroll
     for (int kt = 0; kt < N / 16; ++kt) {
-      unsigned a[M][4];
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        a[m][0] = pack(T{}, c[m][2 * kt][0], c[m][2 * kt][1]);
-        a[m][1] = pack(T{}, c[m][2 * kt][2], c[m][2 * kt][3]);
-        a[m][2] = pack(T{}, c[m][2 * kt + 1][0], c[m][2 * kt + 1][1]);
-        a[m][3] = pack(T{}, c[m][2 * kt + 1][2], c[m][2 * kt + 1][3]);
-      }
+      const unsigned a[4] = {pack(T{}, c[2 * kt][0], c[2 * kt][1]),
+                             pack(T{}, c[2 * kt][2], c[2 * kt][3]),
+                             pack(T{}, c[2 * kt + 1][0], c[2 * kt + 1][1]),
+                             pack(T{}, c[2 * kt + 1][2], c[2 * kt + 1][3])};
 #pragma unroll
       for (int n = 0; n < D / 8; n += 2) {
         unsigned b[4];
         ldmatrix_x4_trans(b, row + kt * 16 * P + n * 8);
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          mma(T{}, acc[m][n], a[m], b[0], b[1]);
-          mma(T{}, acc[m][n + 1], a[m], b[2], b[3]);
-        }
+        mma(T{}, acc[n], a, b[0], b[1]);
+        mma(T{}, acc[n + 1], a, b[2], b[3]);
       }
     }
   } else {
 #pragma unroll
     for (int kt = 0; kt < N / 8; ++kt) {
-      unsigned a[M][4];
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        a[m][0] = tf32(c[m][kt][0]);
-        a[m][1] = tf32(c[m][kt][2]);
-        a[m][2] = tf32(c[m][kt][1]);
-        a[m][3] = tf32(c[m][kt][3]);
-      }
+      const unsigned a[4] = {tf32(c[kt][0]), tf32(c[kt][2]), tf32(c[kt][1]), tf32(c[kt][3])};
       const int k0 = kt * 8 + 2 * t;
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) {
         const int col = n * 8 + g;
-        const unsigned b0 = tf32(x[k0 * P + col]), b1 = tf32(x[(k0 + 1) * P + col]);
-#pragma unroll
-        for (int m = 0; m < M; ++m) mma(T{}, acc[m][n], a[m], b0, b1);
+        mma(T{}, acc[n], a, tf32(x[k0 * P + col]), tf32(x[(k0 + 1) * P + col]));
       }
     }
   }
@@ -350,20 +324,20 @@ struct Strides {
   long long b, h, t;
 };
 
-// This block's `rows` rows (of T = n) of one (b, h). The grid is (row blocks) x (b, h) pairs, row
+// This block's 64 rows (of T = n) of one (b, h). The grid is (row blocks) x (b, h) pairs, row
 // block major: the last row blocks first when last_first (causal queries: the last see the most
 // keys), else the first (causal keys: the first are seen by the most queries), so that the short
 // blocks fill the tail.
 struct Block {
   long long bh, b, h, row0;
 };
-__device__ __forceinline__ Block block_of(long long n, int heads, bool last_first, int rows = 64) {
-  const long long nb = (n + rows - 1) / rows, nbh = gridDim.x / nb, i = (long long)blockIdx.x / nbh;
+__device__ __forceinline__ Block block_of(long long n, int heads, bool last_first) {
+  const long long nb = (n + 63) / 64, nbh = gridDim.x / nb, i = (long long)blockIdx.x / nbh;
   Block r;
   r.bh = (long long)blockIdx.x % nbh;
   r.b = r.bh / heads;
   r.h = r.bh % heads;
-  r.row0 = (last_first ? nb - 1 - i : i) * rows;
+  r.row0 = (last_first ? nb - 1 - i : i) * 64;
   return r;
 }
 
@@ -374,8 +348,8 @@ __device__ __forceinline__ const T* slab(const T* p, Strides s, const Block& blk
 }
 
 // q, k, v: [B, H, T, D] (strides sq, sk, sv); o contiguous [B, H, Tq, D]; lse f32 [B, H, Tq] or
-// null. scale2 = scale * log2(e). Each warp owns M row tiles of 16 queries (a block 64 M).
-template <class T, int D, int BN, int M>
+// null. scale2 = scale * log2(e).
+template <class T, int D, int BN>
 __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                         T* __restrict__ o, float* __restrict__ lse, int heads, long long tq,
                         long long tk, Strides sq, Strides sk, Strides sv, float scale2,
@@ -386,103 +360,87 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   constexpr int ND = D / 8;      // n8 tiles of the output
   constexpr int kTile = BN * P;  // elements of one staged tile
   constexpr int ST = stages<2 * kTile*(int)sizeof(S)>();
-  constexpr int kRows = 16 * M;  // query rows per warp
   __shared__ __align__(16) S ks[ST * kTile];
   __shared__ __align__(16) S vs[ST * kTile];
 
-  const Block blk = block_of(tq, heads, true, 4 * kRows);
+  const Block blk = block_of(tq, heads, true);
   const long long bh = blk.bh, q0 = blk.row0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const long long r0 = q0 + warp * kRows;
+  const long long r0 = q0 + warp * 16;
   const T *kh = slab(k, sk, blk), *vh = slab(v, sv, blk);
 
-  unsigned qa[M][D / Traits<T>::K][4];
-  float acc[M][ND][4], m[M][2], l[M][2];
+  unsigned qa[D / Traits<T>::K][4];
+  load_a<T, D>(qa, slab(q, sq, blk), sq.t, r0, tq);
+  float acc[ND][4];
 #pragma unroll
-  for (int mi = 0; mi < M; ++mi) {
-    load_a<T, D>(qa[mi], slab(q, sq, blk), sq.t, r0 + 16 * mi, tq);
-#pragma unroll
-    for (int n = 0; n < ND; ++n)
-      acc[mi][n][0] = acc[mi][n][1] = acc[mi][n][2] = acc[mi][n][3] = 0.f;
-    m[mi][0] = m[mi][1] = neg_inf();
-    l[mi][0] = l[mi][1] = 0.f;
-  }
+  for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
 
-  const long long kend = causal ? (q0 + 4 * kRows < tk ? q0 + 4 * kRows : tk) : tk;
+  const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
   const auto load = [&](long long j0, int buf) {
     stage<T, D, P>(ks + buf * kTile, kh, sk.t, j0, tk, BN);
     stage<T, D, P>(vs + buf * kTile, vh, sv.t, j0, tk, BN);
   };
   const auto use = [&](long long j0, int buf) {
-    if (causal && j0 > r0 + kRows - 1) return;  // every key of the tile after this warp's rows
-    float s[M][NT][4];
-    mma_abt<T, D, BN, M>(s, qa, ks + buf * kTile);
+    float s[NT][4];
+    mma_abt<T, D, BN>(s, qa, ks + buf * kTile);
+    // Scale, mask, and the rows' new maxima.
+    float tile_max[2] = {neg_inf(), neg_inf()};
+    each_score<NT>(
+        j0 + BN > tk || (causal && j0 + BN - 1 > r0),
+        [&](int n, int e) {
+          const long long key = j0 + n * 8 + 2 * t + (e & 1), row = r0 + g + (e >> 1) * 8;
+          return key >= tk || (causal && key > row);
+        },
+        [&](int n, int e, bool masked) {
+          s[n][e] = masked ? neg_inf() : s[n][e] * scale2;
+          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
+        });
+    float alpha[2], base[2];
 #pragma unroll
-    for (int mi = 0; mi < M; ++mi) {
-      const long long rm = r0 + 16 * mi;  // this row tile's first row
-      // Scale, mask, and the rows' new maxima.
-      float tile_max[2] = {neg_inf(), neg_inf()};
-      each_score<NT>(
-          j0 + BN > tk || (causal && j0 + BN - 1 > rm),
-          [&](int n, int e) {
-            const long long key = j0 + n * 8 + 2 * t + (e & 1), row = rm + g + (e >> 1) * 8;
-            return key >= tk || (causal && key > row);
-          },
-          [&](int n, int e, bool masked) {
-            s[mi][n][e] = masked ? neg_inf() : s[mi][n][e] * scale2;
-            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[mi][n][e]);
-          });
-      float alpha[2], base[2];
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float mn = fmaxf(m[r], tile_max[r]);
+      base[r] = mn == neg_inf() ? 0.f : mn;  // a row with no key yet: exp2(-inf - 0) = 0
+      alpha[r] = exp2f(m[r] - base[r]);
+      m[r] = mn;
+      l[r] *= alpha[r];
+    }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        const float mn = fmaxf(m[mi][r], tile_max[r]);
-        base[r] = mn == neg_inf() ? 0.f : mn;  // a row with no key yet: exp2(-inf - 0) = 0
-        alpha[r] = exp2f(m[mi][r] - base[r]);
-        m[mi][r] = mn;
-        l[mi][r] *= alpha[r];
-      }
+    for (int n = 0; n < ND; ++n) {
+      acc[n][0] *= alpha[0];
+      acc[n][1] *= alpha[0];
+      acc[n][2] *= alpha[1];
+      acc[n][3] *= alpha[1];
+    }
 #pragma unroll
-      for (int n = 0; n < ND; ++n) {
-        acc[mi][n][0] *= alpha[0];
-        acc[mi][n][1] *= alpha[0];
-        acc[mi][n][2] *= alpha[1];
-        acc[mi][n][3] *= alpha[1];
-      }
+    for (int n = 0; n < NT; ++n) {
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[mi][n][e] = exp2f(s[mi][n][e] - base[e >> 1]);
-          l[mi][e >> 1] += s[mi][n][e];
-        }
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+        l[e >> 1] += s[n][e];
       }
     }
-    mma_cx<T, D, BN, M>(acc, s, vs + buf * kTile);  // acc += P V
+    mma_cx<T, D, BN>(acc, s, vs + buf * kTile);  // acc += P V
   };
   tile_loop<ST, BN>(0, kend, load, use);
 
   // Finish the rows: the quad's partial sums, o = acc / l, lse.
+  float inv[2];
 #pragma unroll
-  for (int mi = 0; mi < M; ++mi) {
-    const long long rm = r0 + 16 * mi;
-    float inv[2];
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+  }
+  store_rows<T, D>(o + bh * tq * D, acc, r0, tq, inv);
+  if (lse && t == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      l[mi][r] += __shfl_xor_sync(0xffffffffu, l[mi][r], 1);
-      l[mi][r] += __shfl_xor_sync(0xffffffffu, l[mi][r], 2);
-      inv[r] = l[mi][r] > 0.f ? 1.f / l[mi][r] : 0.f;
-    }
-    store_rows<T, D>(o + bh * tq * D, acc[mi], rm, tq, inv);
-    if (lse && t == 0) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const long long row = rm + g + r * 8;
-        if (row < tq)
-          lse[bh * tq + row] =
-              l[mi][r] > 0.f ? (m[mi][r] + log2f(l[mi][r])) * 0.69314718055994531f : neg_inf();
-      }
+      const long long row = r0 + g + r * 8;
+      if (row < tq)
+        lse[bh * tq + row] = l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.69314718055994531f : neg_inf();
     }
   }
 }

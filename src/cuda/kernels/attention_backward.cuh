@@ -82,8 +82,8 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
   };
   const auto use = [&](long long j0, int buf) {
     float s[NT][4], dp[NT][4];
-    mma_abt<T, D, BN>(&s, &qa, ks + buf * kTile);
-    mma_abt<T, D, BN>(&dp, &da, vs + buf * kTile);
+    mma_abt<T, D, BN>(s, qa, ks + buf * kTile);
+    mma_abt<T, D, BN>(dp, da, vs + buf * kTile);
     each_score<NT>(
         j0 + BN > tk || (causal && j0 + BN - 1 > r0),
         [&](int n, int e) {
@@ -94,7 +94,7 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
           const float p = masked ? 0.f : exp2f(s[n][e] * scale2 - lse2[e >> 1]);
           s[n][e] = p * (dp[n][e] - dl[e >> 1]);  // dS
         });
-    mma_cx<T, D, BN>(&acc, &s, ks + buf * kTile);  // dq += dS k
+    mma_cx<T, D, BN>(acc, s, ks + buf * kTile);  // dq += dS k
   };
   tile_loop<ST, BN>(0, kend, load, use);
   const float f[2] = {scale, scale};
@@ -146,8 +146,8 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
   const auto use = [&](long long i0, int buf) {
     const S *qt = qs + buf * kTile, *dot = dos + buf * kTile;
     float pt[NT][4], dpt[NT][4];
-    mma_abt<T, D, BN>(&pt, &ka_, qt);   // S^T = k q^T
-    mma_abt<T, D, BN>(&dpt, &va, dot);  // dP^T = v dO^T
+    mma_abt<T, D, BN>(pt, ka_, qt);   // S^T = k q^T
+    mma_abt<T, D, BN>(dpt, va, dot);  // dP^T = v dO^T
     each_score<NT>(
         i0 + BN > tq || r0 + 16 > tk || (causal && r0 + 15 > i0),
         [&](int n, int e) {
@@ -160,8 +160,8 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
           pt[n][e] = p;
           dpt[n][e] = p * (dpt[n][e] - dls[buf][c]);  // dS^T
         });
-    mma_cx<T, D, BN>(&dva, &pt, dot);  // dv += P^T dO
-    mma_cx<T, D, BN>(&dka, &dpt, qt);  // dk += dS^T q
+    mma_cx<T, D, BN>(dva, pt, dot);  // dv += P^T dO
+    mma_cx<T, D, BN>(dka, dpt, qt);  // dk += dS^T q
   };
   tile_loop<ST, BN>(causal ? k0 / BN * BN : 0, tq, load, use);
   const float fk[2] = {scale, scale}, fv[2] = {1.f, 1.f};

@@ -12,7 +12,8 @@
 # (optionally a `kiln` built from an older commit as .device/bin/kiln_before, for before/after),
 # and run `tar xJf .device.tar.xz && bash .device/peers/h200_call.sh SECTION...` with carry
 # [".device.tar.xz"]. Sections: first (first calls on an empty store: keep it first on a freshly
-# started machine), bench (kiln bench, and kiln_before's beside it when bundled), gdb
+# started machine), bench (kiln bench, and kiln_before's beside it when bundled), fuzz (the
+# 2000-program CUDA gradient fuzz alone), gdb
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
 # (the MLP step beside PyTorch), attn (a change to the attention kernels: their tests,
 # sanitizers and speed), attention (the fused kernel beside
@@ -101,6 +102,12 @@ for section in "$@"; do
       --error-exitcode 1 .device/bin/kiln_tests --gtest_filter='CudaAttention*' \
       >"$OUT/memcheck.log" 2>&1
     grep -E "Invalid|ERROR SUMMARY|at 0x|by thread" "$OUT/memcheck.log" | head -12
+    ;;
+  fuzz)
+    # The 2000-program CUDA gradient fuzz alone (beside the test shards it never finished in 220 s).
+    KILN_GRAD_FUZZ_PROGRAMS=2000 t timeout 450 .device/run kiln_tests \
+      --gtest_filter='*GradFuzz*cuda*' >"$OUT/gradfuzz.log" 2>&1
+    grep -E "OK \]|FAILED|Failure|evaluates|program seed" "$OUT/gradfuzz.log" | head -12
     ;;
   ops)
     t timeout 100 .device/run kiln_half_matmul --runs 20 4096 8192

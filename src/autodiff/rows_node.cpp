@@ -131,46 +131,71 @@ class RowsNode final : public Node {
       out.push_back(run(be, p2, in2, {}, shape)[0]);
       return out;
     }
-    // The norms. xhat and dxhat (f32), then the two row means, then dx.
+    // The norms. xhat = (x - mean) rstd and dxhat = g w (f32) are recomputed in each program that
+    // reads them, not kept: under fusion each row sum below reduces its program's value inside
+    // the reduction kernel, and nothing of x's size is written but dx (the six f32 intermediates
+    // a kept xhat, dxhat and their product cost were a GPT-2 step's largest element-wise pass).
     const TensorImpl& x = *saved_[0];
     const bool layer = op_ == RowOp::layer_norm;
     const TensorImpl rstd = per_row(*saved_[4], shape);
     const TensorImpl mean = layer ? per_row(*saved_[3], shape) : TensorImpl{};
     const TensorImpl w = saved_[2] ? per_column(*saved_[2], shape) : TensorImpl{};
     const double inv_n = 1.0 / static_cast<double>(shape.back());
-    ir::Program p1;  // xhat, dxhat, dxhat * xhat
-    const auto xv = p1.cast(p1.input(x.dtype), kF32), gv = p1.cast(p1.input(g.dtype), kF32),
-               rv = p1.input(kF32);
-    const auto mv = layer ? p1.input(kF32) : -1;
-    const auto wv = saved_[2] ? p1.cast(p1.input(w.dtype), kF32) : -1;
-    const auto xhat = p1.binary(ir::Op::mul, layer ? p1.binary(ir::Op::sub, xv, mv) : xv, rv);
-    const auto dxhat = wv >= 0 ? p1.binary(ir::Op::mul, gv, wv) : gv;
-    p1.output(xhat);
-    p1.output(dxhat);
-    p1.output(p1.binary(ir::Op::mul, dxhat, xhat));
-    std::vector<const TensorImpl*> in1{&x, &g, &rstd};
-    if (layer) in1.push_back(&mean);
-    if (saved_[2]) in1.push_back(&w);
-    const std::vector<Handle> t = run(be, p1, in1, {}, shape);  // xhat, dxhat, dxhat xhat
+    struct Terms {
+      std::int32_t xhat, dxhat, rstd;
+    };
+    // Adds xhat (and, with_dxhat, dxhat) to p over new inputs appended to `in`.
+    const auto terms = [&](ir::Program& p, std::vector<const TensorImpl*>& in, bool with_dxhat) {
+      Terms r{};
+      const auto xv = p.cast(p.input(x.dtype), kF32);
+      r.rstd = p.input(kF32);
+      in.insert(in.end(), {&x, &rstd});
+      const auto centred = layer ? p.binary(ir::Op::sub, xv, p.input(kF32)) : xv;
+      if (layer) in.push_back(&mean);
+      r.xhat = p.binary(ir::Op::mul, centred, r.rstd);
+      if (with_dxhat) {
+        r.dxhat = p.cast(p.input(g.dtype), kF32);
+        in.push_back(&g);
+        if (saved_[2]) {
+          r.dxhat = p.binary(ir::Op::mul, r.dxhat, p.cast(p.input(w.dtype), kF32));
+          in.push_back(&w);
+        }
+      }
+      return r;
+    };
+    // The row sum of one term of xhat and dxhat, kept with extent 1.
+    const auto row_sum = [&](bool times_xhat) {
+      ir::Program p;
+      std::vector<const TensorImpl*> in;
+      const Terms t = terms(p, in, true);
+      p.output(times_xhat ? p.binary(ir::Op::mul, t.dxhat, t.xhat) : t.dxhat);
+      return sum_dim(be, *run(be, p, in, {}, shape)[0], last);
+    };
     if (want_x_) {
-      const TensorImpl c = broadcast(*sum_dim(be, *t[2], last), shape);
-      const Handle a_sum = layer ? sum_dim(be, *t[1], last) : nullptr;
+      const Handle c_sum = row_sum(true);
+      const Handle a_sum = layer ? row_sum(false) : nullptr;
+      const TensorImpl c = broadcast(*c_sum, shape);
       const TensorImpl a = layer ? broadcast(*a_sum, shape) : TensorImpl{};
       ir::Program p2;  // rstd (dxhat - a/n - xhat c/n)
-      const auto xh = p2.input(kF32), dxh = p2.input(kF32), r = p2.input(kF32), cv = p2.input(kF32),
-                 k = p2.scalar(kF32);
-      auto inner =
-          p2.binary(ir::Op::sub, dxh, p2.binary(ir::Op::mul, xh, p2.binary(ir::Op::mul, cv, k)));
-      if (layer) inner = p2.binary(ir::Op::sub, inner, p2.binary(ir::Op::mul, p2.input(kF32), k));
-      p2.output(p2.cast(p2.binary(ir::Op::mul, r, inner), x.dtype));
-      std::vector<const TensorImpl*> in2{t[0].get(), t[1].get(), &rstd, &c};
-      if (layer) in2.push_back(&a);
+      std::vector<const TensorImpl*> in2;
+      const Terms t = terms(p2, in2, true);
+      const auto cv = p2.input(kF32), k = p2.scalar(kF32);
+      in2.push_back(&c);
+      auto inner = p2.binary(ir::Op::sub, t.dxhat,
+                             p2.binary(ir::Op::mul, t.xhat, p2.binary(ir::Op::mul, cv, k)));
+      if (layer) {
+        inner = p2.binary(ir::Op::sub, inner, p2.binary(ir::Op::mul, p2.input(kF32), k));
+        in2.push_back(&a);
+      }
+      p2.output(p2.cast(p2.binary(ir::Op::mul, t.rstd, inner), x.dtype));
       out.push_back(run(be, p2, in2, std::span(&inv_n, 1), shape)[0]);
     }
     if (want_w_) {  // sum over rows of g xhat
       ir::Program pw;
-      pw.output(pw.binary(ir::Op::mul, pw.cast(pw.input(g.dtype), kF32), pw.input(kF32)));
-      const TensorImpl* inw[] = {&g, t[0].get()};
+      std::vector<const TensorImpl*> inw;
+      const Terms t = terms(pw, inw, false);
+      pw.output(pw.binary(ir::Op::mul, pw.cast(pw.input(g.dtype), kF32), t.xhat));
+      inw.push_back(&g);
       out.push_back(sum_rows(be, run(be, pw, inw, {}, shape)[0], saved_[2]->dtype));
     }
     if (want_b_) {

@@ -144,15 +144,19 @@ class RowsNode final : public Node {
     struct Terms {
       std::int32_t xhat, dxhat, rstd;
     };
-    // Adds xhat (and, with_dxhat, dxhat) to p over new inputs appended to `in`.
-    const auto terms = [&](ir::Program& p, std::vector<const TensorImpl*>& in, bool with_dxhat) {
+    // Adds the terms asked for (xhat with rstd, dxhat) to p, over new inputs appended to `in`, so
+    // that no program reads an input it does not use.
+    const auto terms = [&](ir::Program& p, std::vector<const TensorImpl*>& in, bool with_xhat,
+                           bool with_dxhat) {
       Terms r{};
-      const auto xv = p.cast(p.input(x.dtype), kF32);
-      r.rstd = p.input(kF32);
-      in.insert(in.end(), {&x, &rstd});
-      const auto centred = layer ? p.binary(ir::Op::sub, xv, p.input(kF32)) : xv;
-      if (layer) in.push_back(&mean);
-      r.xhat = p.binary(ir::Op::mul, centred, r.rstd);
+      if (with_xhat) {
+        const auto xv = p.cast(p.input(x.dtype), kF32);
+        r.rstd = p.input(kF32);
+        in.insert(in.end(), {&x, &rstd});
+        const auto centred = layer ? p.binary(ir::Op::sub, xv, p.input(kF32)) : xv;
+        if (layer) in.push_back(&mean);
+        r.xhat = p.binary(ir::Op::mul, centred, r.rstd);
+      }
       if (with_dxhat) {
         r.dxhat = p.cast(p.input(g.dtype), kF32);
         in.push_back(&g);
@@ -167,7 +171,7 @@ class RowsNode final : public Node {
     const auto row_sum = [&](bool times_xhat) {
       ir::Program p;
       std::vector<const TensorImpl*> in;
-      const Terms t = terms(p, in, true);
+      const Terms t = terms(p, in, times_xhat, true);
       p.output(times_xhat ? p.binary(ir::Op::mul, t.dxhat, t.xhat) : t.dxhat);
       return sum_dim(be, *run(be, p, in, {}, shape)[0], last);
     };
@@ -178,7 +182,7 @@ class RowsNode final : public Node {
       const TensorImpl a = layer ? broadcast(*a_sum, shape) : TensorImpl{};
       ir::Program p2;  // rstd (dxhat - a/n - xhat c/n)
       std::vector<const TensorImpl*> in2;
-      const Terms t = terms(p2, in2, true);
+      const Terms t = terms(p2, in2, true, true);
       const auto cv = p2.input(kF32), k = p2.scalar(kF32);
       in2.push_back(&c);
       auto inner = p2.binary(ir::Op::sub, t.dxhat,
@@ -193,7 +197,7 @@ class RowsNode final : public Node {
     if (want_w_) {  // sum over rows of g xhat
       ir::Program pw;
       std::vector<const TensorImpl*> inw;
-      const Terms t = terms(pw, inw, false);
+      const Terms t = terms(pw, inw, true, false);
       pw.output(pw.binary(ir::Op::mul, pw.cast(pw.input(g.dtype), kF32), t.xhat));
       inw.push_back(&g);
       out.push_back(sum_rows(be, run(be, pw, inw, {}, shape)[0], saved_[2]->dtype));

@@ -30,27 +30,70 @@ __device__ __forceinline__ float silu_to_half(float x) {
   return x * sigmoid_to_half(x);
 }
 
-// 0.5 x erfc(-x / sqrt 2) with CUDA's erfcf (4 ULP): no 1 + erf cancellation in the negative
-// tail. Rounding -x / sqrt 2 to float costs 2 a^2 2^-24 relative through erfc (a = x / sqrt 2):
-// 2^-16.6 at x = -13, where the result nears bf16's smallest normal; below, subnormal results
-// need only absolute accuracy. x < -15 gives -0 as gelu does (gelu(-inf) = -0).
-__device__ __forceinline__ float gelu_to_half(float x) {
-  if (x < -15.0f) return -0.0f;
-  return 0.5f * x * erfcf(x * -0.707106781f);
+// The hardware's approximate 2^y (2 ULP) and 1/d (1 ULP), flushing subnormals: the callers keep
+// their arguments and results normal.
+__device__ __forceinline__ float exp2_approx(float y) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(y));
+  return e;
+}
+__device__ __forceinline__ float rcp_approx(float d) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return r;
 }
 
-// sin and cos by one reduction and two polynomials for |x| <= 39000 (kiln::dev::sin_cos_reduced,
+// x Phi(x) as gelu_f computes it, Phi(x) = Q(a) for x < 0 and 1 - Q(a) for x >= 0 (a = |x|), but
+// with Q(a) = exp(-a^2 / 2) t P(t - 5/8), t = 4 / (4 + a) in [2/9, 1] and P of degree 8 fitted for
+// kiln (2^-24 relative, 2^-22 evaluated in float) for a <= 14, from the hardware's 2^y and 1/d:
+// no division, no branch, two MUFU operations. a^2 = h + l exactly, and y = -(h + l) log2(e) / 2
+// is y + yl (the product's rounding error and log2(e)'s tail by FMA), so 2^y (1 + yl ln 2) is
+// within about 2^-21 of exp(-a^2 / 2) for every a; above 11, 2^(y + 32) 2^-32, so that 2^y stays
+// normal and a subnormal result rounds once. Worst relative error about 2^-20, modelled with the
+// hardware's bounds over every half input and 2e7 floats of [-14.5, 14.5] (docs/accuracy.md).
+// x < -14 gives -0 (gelu(-14) is below half of bf16's smallest subnormal); gelu(-inf) = -0,
+// gelu(inf) = inf, NaN gives NaN.
+__device__ __forceinline__ float gelu_to_half(float x) {
+  const float a = fabsf(x);
+  const float ac = a > 14.0f ? 14.0f : a;  // NaN stays NaN
+  const float h = ac * ac;
+  const float l = __fmaf_rn(ac, ac, -h);
+  const float y = h * -0.721347511f;  // -log2(e) / 2
+  float yl = __fmaf_rn(h, -0.721347511f, -y);
+  yl = __fmaf_rn(h, -9.62981517e-9f, yl);
+  yl = __fmaf_rn(l, -0.721347511f, yl);
+  const bool tail = ac > 11.0f;
+  const float e = exp2_approx(tail ? y + 32.0f : y);
+  const float ex = __fmaf_rn(e, yl * 0.693147182f, e);
+  const float t = 4.0f * rcp_approx(4.0f + ac);
+  const float u = t - 0.625f;
+  float p = __fmaf_rn(0.0257234722f, u, -0.0241919123f);
+  p = __fmaf_rn(p, u, -0.0910682976f);
+  p = __fmaf_rn(p, u, 0.00284795626f);
+  p = __fmaf_rn(p, u, 0.262787312f);
+  p = __fmaf_rn(p, u, 0.500678658f);
+  p = __fmaf_rn(p, u, 0.550623119f);
+  p = __fmaf_rn(p, u, 0.420168459f);
+  p = __fmaf_rn(p, u, 0.233653024f);
+  const float xq = (x > 14.0f ? 14.0f : x) * t * p * ex * (tail ? 0x1p-32f : 1.0f);
+  if (x < -14.0f) return -0.0f;
+  return x > 0.0f ? x - xq : xq;  // +-0 and NaN give xq: +-0 and NaN
+}
+
+// sin and cos by one reduction and one polynomial for |x| <= 39000 (kiln::dev::sin_cos_reduced,
 // a few float ULP, branch-free); sin(x) = x below 2^-12 (keeps -0); beyond 39000, inf and NaN
-// the accurate functions.
+// the accurate functions. The reduced form is computed before the range is tested, so that the
+// four elements of a vectorized step run it side by side and only a rare outlier branches.
 __device__ __forceinline__ float sin_to_half(float x) {
   const float ax = fabsf(x);
-  if (ax < 0x1p-12f) return x;
+  const float v = dev::sin_cos_reduced(x, 0);
   if (!(ax <= 39000.0f)) return sin(x);
-  return dev::sin_cos_reduced(x, 0);
+  return ax < 0x1p-12f ? x : v;
 }
 __device__ __forceinline__ float cos_to_half(float x) {
+  const float v = dev::sin_cos_reduced(x, 1);
   if (!(fabsf(x) <= 39000.0f)) return cos(x);
-  return dev::sin_cos_reduced(x, 1);
+  return v;
 }
 
 // log(1 + f) for |f| <= 1/4: its Taylor series to degree 11 (truncation below 2^-25 relative).

@@ -167,8 +167,10 @@ KILN_MATH_FN float cos_poly(float x) {
 // n mod 4: no float-int conversion), r = x - n pi/2 by Cody-Waite with pi/2 in three floats (the
 // first step exact for every x here: x and n * hi are multiples of 2^-24 and |r| < 1; for
 // n <= 24830 the 1e-23 left over is far below an ULP of the smallest |r|, 4.2e-9 at 252.898209),
-// then sin_poly or cos_poly of r by quadrant. No branch on x, so a warp never diverges; a few
-// ULP of float, used where the result is rounded to a half type (src/ir/cuda_half_math.cuh).
+// then by quadrant sin(r) = r + r s S(s) or cos(r) = 1 + s C(s) (s = r^2; sin_poly's and
+// cos_poly's coefficients) as one polynomial whose coefficients are selected: no branch, so the
+// lanes of a warp never diverge and the four elements of a vectorized step interleave. A few ULP
+// of float, used where the result is rounded to a half type (src/ir/cuda_half_math.cuh).
 KILN_MATH_FN float sin_cos_reduced(float x, unsigned cos_shift) {
   const float j = KILN_FMAF(x, 0x1.45f306p-1f, 12582912.0f);  // 2 / pi
   const float n = j - 12582912.0f;
@@ -176,7 +178,14 @@ KILN_MATH_FN float sin_cos_reduced(float x, unsigned cos_shift) {
   r = KILN_FMAF(n, 0x1.777a5cp-25f, r);
   r = KILN_FMAF(n, 0x1.ee59dap-50f, r);
   const unsigned q = (KILN_FLOAT_BITS(j) + cos_shift) & 3u;
-  const float v = (q & 1u) ? cos_poly(r) : sin_poly(r);
+  const bool c = (q & 1u) != 0;
+  const float s = r * r;
+  float p = c ? 2.44287457e-5f : 0.0f;
+  p = KILN_FMAF(p, s, c ? -1.38872769e-3f : -1.95096945e-4f);
+  p = KILN_FMAF(p, s, c ? 4.16666456e-2f : 8.33211653e-3f);
+  p = KILN_FMAF(p, s, c ? -0.5f : -1.66666538e-1f);
+  const float b = c ? 1.0f : r;
+  const float v = KILN_FMAF(b * s, p, b);
   return (q & 2u) ? -v : v;
 }
 

@@ -73,8 +73,9 @@ __device__ __forceinline__ int f32_to_i32(float x) {
 // The half types in memory: their 16 bits, in a struct of their own so that overloads tell
 // them apart (and apart from integers). Values are computed in float; storing rounds to nearest
 // even, overflow gives Inf, NaN stays NaN: as kiln::bfloat16 / kiln::float16 on the host
-// (include/kiln/half.hpp). bf16 in integer operations (no PTX of sm_80+ needed); f16 with the
-// conversion instructions every architecture has.
+// (include/kiln/half.hpp). With the conversion instructions: f16's every architecture has, bf16's
+// from sm_80 (one instruction where the integer rounding takes six; before sm_80, the integer
+// rounding).
 struct bf16 {
   unsigned short bits;
 };
@@ -89,10 +90,16 @@ struct __align__(8) f16x4 {
 };
 __device__ __forceinline__ float to_f32(bf16 h) { return __uint_as_float((unsigned)h.bits << 16); }
 __device__ __forceinline__ bf16 to_bf16(float f) {
+#if __CUDA_ARCH__ >= 800
+  bf16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+#else
   const unsigned u = __float_as_uint(f);
   const bf16 nan = {(unsigned short)((u >> 16) | 0x40u)};
   const bf16 r = {(unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
   return (u & 0x7fffffffu) > 0x7f800000u ? nan : r;
+#endif
 }
 __device__ __forceinline__ float to_f32(f16 h) {
   float f;

@@ -17,7 +17,7 @@
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
 # (the MLP step beside PyTorch), attn (a change to the attention kernels: their tests,
 # sanitizers and speed), attention (the fused kernel beside
-# PyTorch's SDPA), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
+# PyTorch's SDPA), elementwise (the element-wise math's tests and speed), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
 # element-wise ops), race (racecheck on attention), profile (device time per kernel of
 # a GPT-2 step), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
 # bench --train), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
@@ -145,6 +145,14 @@ for section in "$@"; do
     # Issue 18: half matmul and every element-wise op beside PyTorch (the first rows of ops).
     t timeout 100 .device/run kiln_half_matmul --runs 20 4096 8192
     t timeout 100 python3 .device/peers/torch_matmul.py cuda-half
+    t timeout 150 .device/run kiln_elementwise_ops
+    t timeout 150 python3 .device/peers/torch_elementwise_ops.py
+    ;;
+  elementwise)
+    # A change to the element-wise math: the half forms over every half input, the element-wise
+    # conformance on CUDA, and every op's speed beside PyTorch's.
+    t timeout 120 .device/run kiln_tests \
+      --gtest_filter='HalfFunctions.*:*Elementwise*cuda*:CudaRandom*' 2>&1 | grep -E "measured|FAILED|PASSED" | tail -20
     t timeout 150 .device/run kiln_elementwise_ops
     t timeout 150 python3 .device/peers/torch_elementwise_ops.py
     ;;

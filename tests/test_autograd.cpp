@@ -409,6 +409,28 @@ TEST_P(AutogradTest, CheckpointRecomputesInBackward) {
   expect_near_all(w.grad()->to_vector(), std::vector<double>(dw.begin(), dw.end()), "dw");
 }
 
+// A gradient passed on unchanged (cat's parts, a sum's addends) shares its source's buffer, at an
+// offset for the second part of a cat: every reader (a node's gradient, a leaf's grad, a hook)
+// must see it there. d/da of sum(cat(a, a b) w) = w0 + b w1, d/db = a w1.
+TEST_P(AutogradTest, GradientsPassedOnKeepTheirOffset) {
+  const int n = 6;
+  auto a = leaf<1>({n}, -1, 1), b = leaf<1>({n}, -1, 1);
+  const auto w_data = kt::uniform(2 * n, -1, 1, rng());
+  auto w = Tensor<1>::from_data(w_data, {2 * n}, dev());
+  std::vector<float> hooked;
+  b.on_grad_final([&](const Tensor<1>& g) { hooked = g.to_vector(); });
+  (kiln::cat({a, a * b}, 0) * w).sum().backward();
+  const auto av = a.to_vector(), bv = b.to_vector();
+  std::vector<double> da(n), db(n);
+  for (int i = 0; i < n; ++i) {
+    da[i] = w_data[i] + double{bv[i]} * w_data[n + i];
+    db[i] = double{av[i]} * w_data[n + i];
+  }
+  expect_near_all(a.grad()->to_vector(), da, "da");
+  expect_near_all(b.grad()->to_vector(), db, "db");
+  expect_near_all(hooked, db, "db in the hook");
+}
+
 TEST_P(AutogradTest, BackendNameShowsTheDecorator) {
   EXPECT_NE(dev().backend_name().find("autodiff<"), std::string::npos) << dev().backend_name();
 }

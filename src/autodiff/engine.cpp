@@ -94,7 +94,7 @@ void backward(std::span<const Root> roots, bool retain_graph,
       const std::shared_ptr<Meta> m = n->outputs[i].meta.lock();
       if (!m) continue;
       if (m->pending) {
-        grads[i] = std::make_shared<TensorImpl>(n->outputs[i].view.over(m->pending->buffer));
+        grads[i] = std::make_shared<TensorImpl>(n->outputs[i].view.over(*m->pending));
         any = true;
         // Complete now (every reader of m ran before its writers): a captured non-leaf's.
         if (capture)

@@ -52,6 +52,12 @@ TensorImpl View::over(std::shared_ptr<detail::Buffer> buffer) const {
   return t;
 }
 
+TensorImpl View::over(const TensorImpl& flat) const {
+  TensorImpl t = over(flat.buffer);
+  t.offset += flat.offset;
+  return t;
+}
+
 std::shared_ptr<Meta> meta_for(const TensorImpl& t) {
   auto& slot = t.buffer->autograd;
   if (!slot) {

@@ -38,6 +38,9 @@ struct View {
   static View of(const TensorImpl& t);
   // This view over `buffer`.
   TensorImpl over(std::shared_ptr<detail::Buffer> buffer) const;
+  // This view over a gradient kept flat (Meta::grad, Meta::pending), which may itself start at
+  // an offset into its buffer (a gradient passed on as it is shares its source's buffer).
+  TensorImpl over(const TensorImpl& flat) const;
 };
 
 class Node;

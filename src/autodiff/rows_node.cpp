@@ -24,12 +24,20 @@ constexpr DType kF32 = DType::f32;
 
 Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
 
-// A per-row tensor (shape x.shape[:-1], contiguous) seen at every element of x.
+// A per-row tensor (one value per row of `shape`, contiguous) seen at every element of `shape`.
 TensorImpl per_row(const TensorImpl& stat, const Dims& shape) {
   TensorImpl v = stat;
-  v.strides = detail::contiguous_strides(stat.shape);
+  v.strides = detail::contiguous_strides(Dims(shape.begin(), shape.end() - 1));
   v.strides.push_back(0);
   v.shape = shape;
+  return v;
+}
+
+// A contiguous t seen with shape `shape` (as many elements).
+TensorImpl reshaped(const TensorImpl& t, const Dims& shape) {
+  TensorImpl v = t;
+  v.shape = shape;
+  v.strides = detail::contiguous_strides(shape);
   return v;
 }
 
@@ -42,13 +50,10 @@ TensorImpl per_column(const TensorImpl& p, const Dims& shape) {
   return v;
 }
 
-// t (contiguous, x's shape) summed over every row: [n].
+// t (contiguous) summed over every row: [n].
 Handle sum_rows(Backend& be, const Handle& t, DType dtype) {
-  TensorImpl flat = *t;
   const std::int64_t n = t->shape.back();
-  flat.shape = {t->numel() / std::max<std::int64_t>(n, 1), n};
-  flat.strides = {n, 1};
-  Handle s = sum_dim(be, flat, 0);
+  Handle s = sum_dim(be, reshaped(*t, {t->numel() / std::max<std::int64_t>(n, 1), n}), 0);
   TensorImpl col = *s;
   col.shape = {n};
   col.strides = {1};
@@ -135,7 +140,20 @@ class RowsNode final : public Node {
     // reads them, not kept: under fusion each row sum below reduces its program's value inside
     // the reduction kernel, and nothing of x's size is written but dx (the six f32 intermediates
     // a kept xhat, dxhat and their product cost were a GPT-2 step's largest element-wise pass).
-    const TensorImpl& x = *saved_[0];
+    // Contiguous x and g are seen as [rows, n], so that the weight's and bias's sums over the
+    // rows read their programs inside the reduction too (a sum of a reshaped result could not).
+    const bool flat = saved_[0]->is_contiguous() && g.is_contiguous();
+    const std::int64_t n = shape.back();
+    const Dims work = flat ? Dims{detail::numel(shape) / std::max<std::int64_t>(n, 1), n} : shape;
+    return norm_backward(be, flat ? reshaped(*saved_[0], work) : *saved_[0],
+                         flat ? reshaped(g, work) : g, work);
+  }
+
+ private:
+  std::vector<Handle> norm_backward(Backend& be, const TensorImpl& x, const TensorImpl& g,
+                                    const Dims& shape) const {
+    const int last = static_cast<int>(shape.size()) - 1;
+    std::vector<Handle> out;
     const bool layer = op_ == RowOp::layer_norm;
     const TensorImpl rstd = per_row(*saved_[4], shape);
     const TensorImpl mean = layer ? per_row(*saved_[3], shape) : TensorImpl{};
@@ -192,7 +210,8 @@ class RowsNode final : public Node {
         in2.push_back(&a);
       }
       p2.output(p2.cast(p2.binary(ir::Op::mul, t.rstd, inner), x.dtype));
-      out.push_back(run(be, p2, in2, std::span(&inv_n, 1), shape)[0]);
+      out.push_back(std::make_shared<TensorImpl>(
+          reshaped(*run(be, p2, in2, std::span(&inv_n, 1), shape)[0], x_shape_)));
     }
     if (want_w_) {  // sum over rows of g xhat
       ir::Program pw;
@@ -211,7 +230,6 @@ class RowsNode final : public Node {
     return out;
   }
 
- private:
   RowOp op_;
   WeakOutput y_;
   Dims x_shape_;

@@ -10,11 +10,26 @@ std::vector<Handle> run(Backend& be, const ir::Program& program,
                         const Dims& shape) {
   std::vector<Handle> outs;
   std::vector<const TensorImpl*> ptrs;
+  ir::Program computed = program;
+  computed.outputs.clear();
   for (std::int32_t o : program.outputs) {
+    // An output that is an input as it is (a sum's gradient passed to each addend, a cast to the
+    // dtype it has) shares that input's buffer: a copy would be a kernel of its own wherever a
+    // matmul or a reduction reads it.
+    const ir::Node& node = program.nodes[static_cast<std::size_t>(o)];
+    if (node.op == ir::Op::input) {
+      const TensorImpl& in = *inputs[static_cast<std::size_t>(node.a)];
+      if (in.dtype == node.dtype && in.shape == shape && in.is_contiguous()) {
+        outs.push_back(std::make_shared<TensorImpl>(in));
+        continue;
+      }
+    }
+    computed.output(o);
     outs.push_back(be.empty(shape, program.dtype(o)));
     ptrs.push_back(outs.back().get());
   }
-  if (detail::numel(shape) > 0) be.elementwise(program, inputs, scalars, detail::Outs(ptrs));
+  if (!ptrs.empty() && detail::numel(shape) > 0)
+    be.elementwise(computed, inputs, scalars, detail::Outs(ptrs));
   return outs;
 }
 
@@ -158,11 +173,11 @@ void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, cons
   // buffer), else into a flat of zeros that is then added (a full-size fill and sum per view).
   if (slot && slot.use_count() == 1 && slot->buffer.use_count() == 1 && slot->offset == 0 &&
       slot->is_contiguous() && slot->numel() == m.numel && slot->dtype == m.dtype) {
-    add_into(be, *grad, into.over(slot->buffer));
+    add_into(be, *grad, into.over(*slot));
     return;
   }
   Handle flat = zeros(be, m.numel, m.dtype);
-  copy_into(be, *grad, into.over(flat->buffer));
+  copy_into(be, *grad, into.over(*flat));
   slot = slot ? add(be, *slot, *flat) : flat;
 }
 

@@ -10,7 +10,8 @@
 
 namespace kiln::autodiff {
 
-// Runs `program` over `shape` into new contiguous outputs of the program's output dtypes.
+// Runs `program` over `shape` into new contiguous outputs of the program's output dtypes; an
+// output that is one of the inputs unchanged (contiguous, of `shape`) is that input, not a copy.
 std::vector<Handle> run(Backend& be, const ir::Program& program,
                         std::span<const TensorImpl* const> inputs, std::span<const double> scalars,
                         const Dims& shape);

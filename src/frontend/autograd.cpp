@@ -38,7 +38,7 @@ Handle grad(const Handle& t) {
   const auto& meta = t->buffer->autograd;
   if (!meta || !meta->leaf() || !meta->grad) return nullptr;
   // The flat gradient seen through this tensor's view.
-  return std::make_shared<TensorImpl>(autodiff::View::of(*t).over(meta->grad->buffer));
+  return std::make_shared<TensorImpl>(autodiff::View::of(*t).over(*meta->grad));
 }
 
 void zero_grad(const Handle& t) {
@@ -106,7 +106,7 @@ std::vector<Handle> gradients(const Handle& output, std::span<const Handle> inpu
       autodiff::set_grad_enabled(true);
       continue;
     }
-    out.push_back(std::make_shared<TensorImpl>(autodiff::View::of(*t).over(flat->buffer)));
+    out.push_back(std::make_shared<TensorImpl>(autodiff::View::of(*t).over(*flat)));
   }
   return out;
 }
@@ -157,7 +157,7 @@ void on_grad_final(const Handle& t, std::function<void(const Handle&)> hook) {
   }
   const autodiff::View view = autodiff::View::of(*t);
   meta->hooks.push_back([view, hook = std::move(hook)](const Handle& flat) {
-    hook(std::make_shared<TensorImpl>(view.over(flat->buffer)));
+    hook(std::make_shared<TensorImpl>(view.over(*flat)));
   });
 }
 

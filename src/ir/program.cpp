@@ -32,6 +32,10 @@ std::int32_t Program::unary(Op op, std::int32_t a) {
 
 std::int32_t Program::cast(std::int32_t a, DType to) {
   if (dtype(a) == to) return a;
+  // A half value cast to f32 and back is itself (f32 holds every half value): autocast's
+  // gradients pass through such round trips, and a copy would be written for each.
+  const Node& n = nodes[static_cast<std::size_t>(a)];
+  if (n.op == Op::cast && n.dtype == DType::f32 && is_half(to) && dtype(n.a) == to) return n.a;
   nodes.push_back({Op::cast, to, a});
   return static_cast<std::int32_t>(nodes.size() - 1);
 }

@@ -263,6 +263,26 @@ TEST_P(IrGradient, HalfInputsGetHalfGradientsAndIntegersNone) {
   EXPECT_EQ(g.program.inputs[2], DType::bf16);
 }
 
+// A half value cast to f32 and back is the value itself: the round trip adds no node, so a
+// half sum's gradient passes the upstream gradient through as it is (autodiff then shares its
+// buffer instead of writing a copy); a narrowing round trip keeps both casts.
+TEST(IrCast, HalfRoundTripThroughF32IsTheValue) {
+  Program p;
+  const auto h = p.input(DType::bf16);
+  EXPECT_EQ(p.cast(p.cast(h, DType::f32), DType::bf16), h);
+  const auto f = p.input(DType::f32);
+  EXPECT_NE(p.cast(p.cast(f, DType::bf16), DType::f32), f);
+  EXPECT_NE(p.cast(p.cast(h, DType::f32), DType::f16), h);
+  Program sum;
+  const auto a = sum.cast(sum.input(DType::bf16), DType::f32);
+  const auto b = sum.cast(sum.input(DType::bf16), DType::f32);
+  sum.output(sum.cast(sum.binary(Op::add, a, b), DType::bf16));
+  const bool seeded[] = {true}, wanted[] = {true, true};
+  const kiln::ir::Gradient g = kiln::ir::gradient(sum, seeded, wanted);
+  ASSERT_EQ(g.program.outputs.size(), 2u);
+  for (auto o : g.program.outputs) EXPECT_EQ(g.program.nodes[o].op, Op::input);
+}
+
 TEST(IrGradientErrors, SpanSizesMustMatchTheProgram) {
   Program p;
   p.output(p.unary(Op::exp, p.input(DType::f32)));

@@ -54,9 +54,8 @@ TensorImpl per_column(const TensorImpl& p, const Dims& shape) {
 Handle sum_rows(Backend& be, const Handle& t, DType dtype) {
   const std::int64_t n = t->shape.back();
   Handle s = sum_dim(be, reshaped(*t, {t->numel() / std::max<std::int64_t>(n, 1), n}), 0);
-  TensorImpl col = *s;
-  col.shape = {n};
-  col.strides = {1};
+  const TensorImpl col = reshaped(*s, {n});
+  if (col.dtype == dtype) return std::make_shared<TensorImpl>(col);
   Handle out = be.empty({n}, dtype);
   copy_into(be, col, *out);
   return out;

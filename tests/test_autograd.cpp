@@ -187,6 +187,32 @@ TEST_P(AutogradTest, BatchedMatmulSumsOverABroadcastBatch) {
   expect_near_all(c.grad()->to_vector(), dc, "dc (summed over the batch)");
 }
 
+// x @ W^T with W [n, k] shared by the batch, as Linear computes it: W's gradient is one product
+// over every row of the batch, written in W's own layout, and a second backward adds to it.
+TEST_P(AutogradTest, TransposedSharedWeightGetsOneProductInItsLayout) {
+  const int B = 3, m = 4, k = 5, n = 6;
+  auto x = leaf<3>({B, m, k});
+  auto w = leaf<2>({n, k});
+  const auto r_data = kt::uniform(B * m * n, -1, 1, rng());
+  const auto r = Tensor<3>::from_data(r_data, {B, m, n}, dev());
+  for (int pass = 1; pass <= 2; ++pass) {
+    (kiln::matmul(x, w.transpose(0, 1)) * r).sum().backward();
+    const auto X = x.to_vector(), W = w.to_vector();
+    std::vector<double> dx(B * m * k, 0), dw(n * k, 0);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          const double g = pass * double{r_data[(b * m + i) * n + j]};
+          for (int c = 0; c < k; ++c) {
+            dx[(b * m + i) * k + c] += g * W[j * k + c];
+            dw[j * k + c] += g * X[(b * m + i) * k + c];
+          }
+        }
+    expect_near_all(x.grad()->to_vector(), dx, "dx");
+    expect_near_all(w.grad()->to_vector(), dw, "dW (one product over the batch)");
+  }
+}
+
 // A broadcast operand's gradient sums over its broadcast dims: adjacent ones at once (a bias
 // over [B, T, N]) and apart ones (a [1, T, 1] over the same), against float64 sums.
 TEST_P(AutogradTest, BroadcastGradientsSumOverAdjacentAndApartDims) {

@@ -1,7 +1,9 @@
 // Tensor operations on a Backend for the backward pass.
 #include "autodiff/tensor_ops.hpp"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace kiln::autodiff {
 
@@ -113,19 +115,40 @@ Handle contiguous(Backend& be, const Handle& t) {
 }
 
 namespace {
-bool covers_flat(const View& v, std::int64_t numel) {
-  return v.offset == 0 && detail::numel(v.shape) == numel &&
-         v.strides == detail::contiguous_strides(v.shape);
+// Whether `into` reaches every element of a buffer of numel elements exactly once (its dims, in
+// some order, are the buffer's row-major dims: contiguous, or transposed as a weight is in
+// x @ W^T) and `grad` lays its elements out with the same strides: then grad's buffer, read in
+// order, is the gradient of the buffer in order.
+bool same_dense_layout(const View& into, const TensorImpl& grad, std::int64_t numel) {
+  if (into.offset != 0 || grad.shape != into.shape || detail::numel(into.shape) != numel)
+    return false;
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, extent), extents > 1
+  for (std::size_t d = 0; d < into.shape.size(); ++d) {
+    if (into.shape[d] == 1) continue;
+    if (grad.strides[d] != into.strides[d]) return false;
+    dims.emplace_back(into.strides[d], into.shape[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  std::int64_t expected = 1;
+  for (const auto& [stride, extent] : dims) {
+    if (stride != expected) return false;
+    expected *= extent;
+  }
+  return true;
 }
 }  // namespace
 
 void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, const Handle& g) {
   Handle grad = g;
   View into = view;
+  // A broadcast dim the node summed already (a weight's gradient over the batch, as one product)
+  // comes with extent 1.
+  for (std::size_t d = 0; d < into.shape.size(); ++d)
+    if (into.strides[d] == 0 && grad->shape[d] == 1) into.shape[d] = 1;
   // Summed over each run of adjacent broadcast dims (every element read the same) at once when
   // the gradient is contiguous: its dims merge into one, so a bias's gradient [B, T, N] -> [N]
   // is one column sum over B T rows, not a short sum over B (slow, and rounded) and then T.
-  auto broadcast_dim = [&](std::size_t d) { return view.strides[d] == 0 && view.shape[d] > 1; };
+  auto broadcast_dim = [&](std::size_t d) { return into.strides[d] == 0 && into.shape[d] > 1; };
   for (std::size_t d = 0; d < view.shape.size();) {
     if (!broadcast_dim(d)) {
       ++d;
@@ -155,17 +178,24 @@ void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, cons
     copy_into(be, *grad, *cast);
     grad = cast;
   }
-  if (covers_flat(into, m.numel) && grad->is_contiguous()) {
-    if (slot) {  // added in the gradient's shape, so that under fusion it joins its group
+  if (same_dense_layout(into, *grad, m.numel)) {
+    // grad's buffer in order (a transposed grad too) as the flat gradient.
+    auto flat = [&](const TensorImpl& t) {
+      auto f = std::make_shared<TensorImpl>(t);
+      f->shape = {m.numel};
+      f->strides = {1};
+      return f;
+    };
+    if (slot && grad->is_contiguous()) {
+      // Added in the gradient's shape, so that under fusion it joins its group.
       TensorImpl sum_so_far = *slot;
       sum_so_far.shape = grad->shape;
       sum_so_far.strides = detail::contiguous_strides(grad->shape);
       grad = add(be, sum_so_far, *grad);
+    } else if (slot) {
+      grad = add(be, *slot, *flat(*grad));
     }
-    auto f = std::make_shared<TensorImpl>(*grad);
-    f->shape = {m.numel};
-    f->strides = {1};
-    slot = f;
+    slot = flat(*grad);
     return;
   }
   // A view that covers part of the buffer (q, k and v slices of one projection): added in place

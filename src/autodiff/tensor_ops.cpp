@@ -1,9 +1,7 @@
 // Tensor operations on a Backend for the backward pass.
 #include "autodiff/tensor_ops.hpp"
 
-#include <algorithm>
 #include <utility>
-#include <vector>
 
 namespace kiln::autodiff {
 
@@ -120,20 +118,11 @@ namespace {
 // x @ W^T) and `grad` lays its elements out with the same strides: then grad's buffer, read in
 // order, is the gradient of the buffer in order.
 bool same_dense_layout(const View& into, const TensorImpl& grad, std::int64_t numel) {
-  if (into.offset != 0 || grad.shape != into.shape || detail::numel(into.shape) != numel)
+  if (into.offset != 0 || grad.shape != into.shape || detail::numel(into.shape) != numel ||
+      !detail::dense_strides(into.shape, into.strides))
     return false;
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, extent), extents > 1
-  for (std::size_t d = 0; d < into.shape.size(); ++d) {
-    if (into.shape[d] == 1) continue;
-    if (grad.strides[d] != into.strides[d]) return false;
-    dims.emplace_back(into.strides[d], into.shape[d]);
-  }
-  std::sort(dims.begin(), dims.end());
-  std::int64_t expected = 1;
-  for (const auto& [stride, extent] : dims) {
-    if (stride != expected) return false;
-    expected *= extent;
-  }
+  for (std::size_t d = 0; d < into.shape.size(); ++d)
+    if (into.shape[d] > 1 && grad.strides[d] != into.strides[d]) return false;
   return true;
 }
 }  // namespace

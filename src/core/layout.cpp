@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/checked.hpp"
 #include "core/tensor_impl.hpp"
@@ -78,6 +81,23 @@ bool TensorImpl::is_contiguous() const {
   }
   return dense;
 }
+
+bool dense_strides(const Dims& shape, const Dims& strides) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, extent), extents > 1
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return true;
+    if (shape[d] > 1) dims.emplace_back(strides[d], shape[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  std::int64_t step = 1;
+  for (const auto& [stride, extent] : dims) {
+    if (stride != step) return false;
+    step *= extent;
+  }
+  return true;
+}
+
+bool TensorImpl::is_dense() const { return dense_strides(shape, strides); }
 
 namespace {
 

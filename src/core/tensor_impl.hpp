@@ -59,6 +59,9 @@ struct TensorImpl {
   int rank() const { return static_cast<int>(shape.size()); }
   std::int64_t numel() const;
   bool is_contiguous() const;  // row-major dense, any offset
+  // Every element of one block of numel() elements from the offset, once: row-major dense in
+  // some order of the dims (contiguous, or transposed, or permuted), any offset.
+  bool is_dense() const;
   // The address of element 0 (buffer start plus offset).
   void* data() const {
     return static_cast<char*>(buffer->data()) +
@@ -70,5 +73,8 @@ using Handle = std::shared_ptr<const TensorImpl>;
 
 std::int64_t numel(const Dims& shape);
 Dims contiguous_strides(const Dims& shape);
+// Whether strides lay shape's elements out densely in some order of its dims
+// (TensorImpl::is_dense).
+bool dense_strides(const Dims& shape, const Dims& strides);
 
 }  // namespace kiln::detail

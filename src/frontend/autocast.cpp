@@ -33,8 +33,18 @@ void set_autocast_dtype(std::optional<DType> dtype) {
 }
 
 Handle autocast_lower(const Handle& x) {
-  if (!autocast_to || !is_floating(x->dtype)) return x;
-  return cast(x, *autocast_to);
+  if (!autocast_to || !is_floating(x->dtype) || x->dtype == *autocast_to) return x;
+  if (x->is_contiguous() || !x->is_dense()) return cast(x, *autocast_to);
+  // A transposed (or permuted) dense view, as nn::Linear's W^T, is cast in its memory's order and
+  // seen through the same strides: the cast reads memory in order, and its gradient comes back
+  // in the weight's own layout (a transposed copy and a zero fill per weight and step before).
+  auto block = std::make_shared<TensorImpl>(*x);
+  block->shape = {x->numel()};
+  block->strides = {1};
+  auto lowered = std::make_shared<TensorImpl>(*cast(block, *autocast_to));
+  lowered->shape = x->shape;
+  lowered->strides = x->strides;
+  return lowered;
 }
 
 Handle autocast_f32(const Handle& x) {

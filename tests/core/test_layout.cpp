@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/layout.hpp"
+#include "core/tensor_impl.hpp"
 
 namespace {
 
@@ -50,6 +51,18 @@ void expect_layout(const Layout& l, const Dims& shape, const Dims& strides, std:
   EXPECT_EQ(l.shape, shape);
   EXPECT_EQ(l.strides, strides);
   EXPECT_EQ(l.numel, numel);
+}
+
+// Dense: every element of one block once, the dims in some order (what a transposed weight is).
+TEST(DenseTest, PermutationsOfRowMajorAreDenseAndGapsOrBroadcastsAreNot) {
+  EXPECT_TRUE(kiln::detail::dense_strides({2, 3, 4}, {12, 4, 1}));
+  EXPECT_TRUE(kiln::detail::dense_strides({4, 3}, {1, 4}));         // a transposed [3, 4]
+  EXPECT_TRUE(kiln::detail::dense_strides({3, 2, 4}, {4, 12, 1}));  // dims 0 and 1 swapped
+  EXPECT_TRUE(kiln::detail::dense_strides({1, 4, 3}, {99, 1, 4}));  // an extent-1 dim's stride
+  EXPECT_TRUE(kiln::detail::dense_strides({0, 5}, {7, 3}));         // empty
+  EXPECT_FALSE(kiln::detail::dense_strides({2, 3}, {6, 2}));        // every other element
+  EXPECT_FALSE(kiln::detail::dense_strides({2, 3}, {0, 1}));        // broadcast
+  EXPECT_FALSE(kiln::detail::dense_strides({2, 3}, {4, 1}));        // a slice of wider rows
 }
 
 TEST(CoalesceTest, ContiguousBecomesOneRun) {

@@ -20,7 +20,8 @@
 # PyTorch's SDPA), elementwise (the element-wise math's tests and speed), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
 # element-wise ops), race (racecheck on attention), profile (device time per kernel of
 # a GPT-2 step), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
-# bench --train), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
+# bench --train), gpt2bf16 (the bf16 step beside eager's), shards (the suite without the CLI
+# tests), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget).
 cd "$(dirname "$0")/../.."
 t() {
@@ -236,6 +237,20 @@ for section in "$@"; do
       # shellcheck disable=SC2086
       t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 $args
     done
+    ;;
+  gpt2bf16)
+    # The bf16 step alone beside PyTorch eager's (a short call).
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
+    t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16
+    ;;
+  shards)
+    # The suite's four shards without the CLI tests and the sanitizer (a short call).
+    for i in 0 1 2 3; do
+      GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 220 .device/run kiln_tests \
+        --gtest_filter='-Cli*' >"$OUT/tests_$i.log" 2>&1 &
+    done
+    t wait
+    grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
     ;;
   esac
 done

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,6 +81,12 @@ void backoff(int attempt) {
   thread_local std::minstd_rand rng(std::random_device{}());
   const int cap = 1 << std::min(attempt, 6);
   std::this_thread::sleep_for(std::chrono::milliseconds(1 + static_cast<int>(rng() % cap)));
+}
+
+// The file's inode number, 0 when it does not exist.
+ino_t inode_of(const fs::path& file) {
+  struct stat st {};
+  return ::stat(file.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
 bool is_busy(int code) { return code == SQLITE_BUSY || code == SQLITE_LOCKED; }
@@ -289,6 +296,7 @@ struct Store::Impl {
     }
     const auto deadline = Clock::now() + opt.busy_wait;
     for (int attempt = 0;; ++attempt) {
+      const ino_t inode = inode_of(file);
       try {
         db = open_file();
         mode = Mode::persistent;
@@ -302,8 +310,10 @@ struct Store::Impl {
         return;
       } catch (const sql::Error& e) {
         // Opening a fresh file may meet another process switching it to WAL or creating the
-        // tables; that is worth waiting for.
-        if (is_busy(e.primary()) && Clock::now() < deadline) {
+        // tables; that is worth waiting for. So is an I/O error while the file was replaced or
+        // is gone: another process moved a corrupt file aside under us (recover) and starts anew.
+        const bool moved_away = e.primary() == SQLITE_IOERR && inode_of(file) != inode;
+        if ((is_busy(e.primary()) || moved_away) && Clock::now() < deadline) {
           backoff(attempt);
           continue;
         }

@@ -30,6 +30,16 @@ t() {
   "$@"
   echo "[wall $((($(date +%s%N) - s) / 1000000)) ms, exit $?] $*"
 }
+# The suite but the CLI tests, as four shards at once (it runs serially for over 5 minutes on one
+# process); `wait` also waits for a fuzz started beside it.
+shards() {
+  for i in 0 1 2 3; do
+    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 220 .device/run kiln_tests \
+      --gtest_filter='-Cli*' >"$OUT/tests_$i.log" 2>&1 &
+  done
+  t wait
+  grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
+}
 date -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 for section in "$@"; do
@@ -85,15 +95,9 @@ for section in "$@"; do
     fi
     ;;
   tests)
-    # Four shards at once (the suite runs serially for over 5 minutes on one process). The CLI
-    # tests apart, after them: a `kiln tune` child that hangs on the GPU (2 shards, 07:32
-    # 2026-12-06) must not take a shard's other tests with it.
-    for i in 0 1 2 3; do
-      GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 220 .device/run kiln_tests \
-        --gtest_filter='-Cli*' >"$OUT/tests_$i.log" 2>&1 &
-    done
-    t wait
-    grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
+    # The shards, then the CLI tests apart: a `kiln tune` child that hangs on the GPU (2 shards,
+    # 07:32 2026-12-06) must not take a shard's other tests with it.
+    shards
     if [ -n "${FUZZ_BESIDE:-}" ]; then
       grep -hE "OK \]|FAILED|Failure|evaluates|program seed" "$OUT"/gradfuzz_*.log | head -20
     fi
@@ -244,13 +248,8 @@ for section in "$@"; do
     t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16
     ;;
   shards)
-    # The suite's four shards without the CLI tests and the sanitizer (a short call).
-    for i in 0 1 2 3; do
-      GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 220 .device/run kiln_tests \
-        --gtest_filter='-Cli*' >"$OUT/tests_$i.log" 2>&1 &
-    done
-    t wait
-    grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
+    # The suite without the CLI tests and the sanitizer (a short call).
+    shards
     ;;
   esac
 done

@@ -298,7 +298,11 @@ TEST_P(AutogradTest, HalfLeavesGetHalfGradients) {
   ASSERT_EQ(x.grad()->dtype(), DType::bf16);
   const auto X = x.to_vector(), W = w.to_vector(), G = x.grad()->to_vector();
   for (int i = 0; i < 8; ++i) {
-    const double want = W[i] * (std::cos(double(X[i])) * X[i] + std::sin(double(X[i])));
+    // As PyTorch computes it: the gradient reaching the bf16 value is w rounded to bf16 (the
+    // cast's backward), and x.to(f32)'s factor is sin(x) as stored, in bf16.
+    const double w_bf16 = kt::round_to_half(W[i], DType::bf16);
+    const double sin_bf16 = kt::round_to_half(std::sin(double(X[i])), DType::bf16);
+    const double want = w_bf16 * (std::cos(double(X[i])) * X[i] + sin_bf16);
     EXPECT_NEAR(G[i], want, 2 * kt::half_ulp(want, DType::bf16) + 1e-6) << i;
   }
 }

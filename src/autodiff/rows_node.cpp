@@ -33,14 +33,6 @@ TensorImpl per_row(const TensorImpl& stat, const Dims& shape) {
   return v;
 }
 
-// A contiguous t seen with shape `shape` (as many elements).
-TensorImpl reshaped(const TensorImpl& t, const Dims& shape) {
-  TensorImpl v = t;
-  v.shape = shape;
-  v.strides = detail::contiguous_strides(shape);
-  return v;
-}
-
 // A per-column tensor ([n]) seen at every element of x.
 TensorImpl per_column(const TensorImpl& p, const Dims& shape) {
   TensorImpl v = p;

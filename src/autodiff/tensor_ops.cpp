@@ -98,6 +98,13 @@ TensorImpl iota_along(Backend& be, std::int64_t n, int dim, const Dims& shape) {
   return v;
 }
 
+TensorImpl reshaped(const TensorImpl& t, const Dims& shape) {
+  TensorImpl v = t;
+  v.shape = shape;
+  v.strides = detail::contiguous_strides(shape);
+  return v;
+}
+
 TensorImpl swapped(const TensorImpl& t, int d0, int d1) {
   TensorImpl v = t;
   std::swap(v.shape[d0], v.shape[d1]);
@@ -169,22 +176,13 @@ void accumulate(Backend& be, Handle& slot, const Meta& m, const View& view, cons
   }
   if (same_dense_layout(into, *grad, m.numel)) {
     // grad's buffer in order (a transposed grad too) as the flat gradient.
-    auto flat = [&](const TensorImpl& t) {
-      auto f = std::make_shared<TensorImpl>(t);
-      f->shape = {m.numel};
-      f->strides = {1};
-      return f;
-    };
     if (slot && grad->is_contiguous()) {
       // Added in the gradient's shape, so that under fusion it joins its group.
-      TensorImpl sum_so_far = *slot;
-      sum_so_far.shape = grad->shape;
-      sum_so_far.strides = detail::contiguous_strides(grad->shape);
-      grad = add(be, sum_so_far, *grad);
+      grad = add(be, reshaped(*slot, grad->shape), *grad);
     } else if (slot) {
-      grad = add(be, *slot, *flat(*grad));
+      grad = add(be, *slot, reshaped(*grad, {m.numel}));
     }
-    slot = flat(*grad);
+    slot = std::make_shared<TensorImpl>(reshaped(*grad, {m.numel}));
     return;
   }
   // A view that covers part of the buffer (q, k and v slices of one projection): added in place

@@ -30,6 +30,10 @@ void copy_into(Backend& be, const TensorImpl& src, const TensorImpl& dst);
 TensorImpl broadcast(const TensorImpl& t, const Dims& shape);
 // An i32 [n] tensor 0, 1, ..., n - 1, seen along dim `dim` of `shape` (stride 0 elsewhere).
 TensorImpl iota_along(Backend& be, std::int64_t n, int dim, const Dims& shape);
+// t's elements in memory order (t contiguous, or dense in any order) seen with shape `shape` (as
+// many elements), row-major.
+TensorImpl reshaped(const TensorImpl& t, const Dims& shape);
+
 // t's view with dims d0 and d1 swapped.
 TensorImpl swapped(const TensorImpl& t, int d0, int d1);
 // t itself where contiguous, else a contiguous copy.

@@ -146,10 +146,13 @@ KILN_MATH_FN float gelu_f(float x) {
 
 // sin(x) and cos(x) for |x| <= pi/4 (0.785398185): polynomials fitted for kiln on [0, pi/4], max
 // 0.69 ULP for sin and 0.55 for cos over every float there (docs/accuracy.md). sin_poly keeps
-// the sign of a zero; cos carries x^2 and 1 - x^2/2 as two floats each.
+// the sign of a zero; cos carries x^2 and 1 - x^2/2 as two floats each. With s = x^2:
+// sin(x) = x + x s (S0 + s (S1 + s S2)), cos(x) = 1 - s/2 + s^2 (C0 + s (C1 + s C2)).
+constexpr float kSin0 = -1.66666538e-1f, kSin1 = 8.33211653e-3f, kSin2 = -1.95096945e-4f;
+constexpr float kCos0 = 4.16666456e-2f, kCos1 = -1.38872769e-3f, kCos2 = 2.44287457e-5f;
 KILN_MATH_FN float sin_poly(float x) {
   const float s = x * x;
-  const float p = KILN_FMAF(KILN_FMAF(-1.95096945e-4f, s, 8.33211653e-3f), s, -1.66666538e-1f);
+  const float p = KILN_FMAF(KILN_FMAF(kSin2, s, kSin1), s, kSin0);
   return KILN_FMAF(x * s, p, x);
 }
 KILN_MATH_FN float cos_poly(float x) {
@@ -158,7 +161,7 @@ KILN_MATH_FN float cos_poly(float x) {
   const float hz = 0.5f * s;
   const float a = 1.0f - hz;
   const float e = (1.0f - a) - hz;  // 1 - hz = a + e exactly
-  const float q = KILN_FMAF(KILN_FMAF(2.44287457e-5f, s, -1.38872769e-3f), s, 4.16666456e-2f);
+  const float q = KILN_FMAF(KILN_FMAF(kCos2, s, kCos1), s, kCos0);
   return a + KILN_FMAF(s * s, q, e - 0.5f * s_lo);
 }
 
@@ -180,10 +183,10 @@ KILN_MATH_FN float sin_cos_reduced(float x, unsigned cos_shift) {
   const unsigned q = (KILN_FLOAT_BITS(j) + cos_shift) & 3u;
   const bool c = (q & 1u) != 0;
   const float s = r * r;
-  float p = c ? 2.44287457e-5f : 0.0f;
-  p = KILN_FMAF(p, s, c ? -1.38872769e-3f : -1.95096945e-4f);
-  p = KILN_FMAF(p, s, c ? 4.16666456e-2f : 8.33211653e-3f);
-  p = KILN_FMAF(p, s, c ? -0.5f : -1.66666538e-1f);
+  float p = c ? kCos2 : 0.0f;
+  p = KILN_FMAF(p, s, c ? kCos1 : kSin2);
+  p = KILN_FMAF(p, s, c ? kCos0 : kSin1);
+  p = KILN_FMAF(p, s, c ? -0.5f : kSin0);
   const float b = c ? 1.0f : r;
   const float v = KILN_FMAF(b * s, p, b);
   return (q & 2u) ? -v : v;

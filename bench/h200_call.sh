@@ -104,11 +104,11 @@ for section in "$@"; do
     t timeout 120 .device/run kiln_tests --gtest_filter='Cli*' >"$OUT/tests_cli.log" 2>&1
     grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT/tests_cli.log" | tail -8
     tail -3 "$OUT/tests_cli.log"
-    # The attention kernels under compute-sanitizer (out-of-bounds and misaligned accesses).
-    # (--report-api-errors no: kiln's tests provoke API errors on purpose, and kiln falls back
-    # where CUDA refuses a graph capture; the full report is kept in $OUT.)
-    t timeout 60 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
-      --error-exitcode 1 .device/bin/kiln_tests --gtest_filter='CudaAttention*' \
+    # The attention and norm-backward kernels under compute-sanitizer (out-of-bounds and
+    # misaligned accesses). (--report-api-errors no: kiln's tests provoke API errors on purpose,
+    # and kiln falls back where CUDA refuses a graph capture; the full report is kept in $OUT.)
+    t timeout 90 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 1 .device/bin/kiln_tests --gtest_filter='CudaAttention*:CudaNormBackward*' \
       >"$OUT/memcheck.log" 2>&1
     grep -E "Invalid|ERROR SUMMARY|at 0x|by thread" "$OUT/memcheck.log" | head -12
     ;;

@@ -1,8 +1,10 @@
 // Every row kernel (src/cuda/kernels/rows.cuh and the entry points src/cuda/rows_source.cpp
 // generates: softmax and the norms, register-held and streaming, 16-byte and single-element loads)
-// compiles with NVRTC for sm_90, for each dtype's source. NVRTC needs no GPU, so this runs on CI.
+// compiles with NVRTC for sm_90, for each dtype's source, as do the norms' backward kernels. NVRTC
+// needs no GPU, so this runs on CI.
 #include <gtest/gtest.h>
 
+#include "cuda/cuda_ops.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuda/rows_source.hpp"
 
@@ -15,5 +17,19 @@ TEST(CudaCompileRows, EveryEntryPointOfEveryDType) {
     EXPECT_EQ(names.size(), 2u * (5u + (t == kiln::DType::f32 ? 5u : 4u)));
     for (const auto& k : names) EXPECT_NE(src.find(" " + k + "("), std::string::npos) << k;
     EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_rows.cu", "sm_90").size(), 0u);
+  }
+}
+
+// The norms' backward (src/cuda/kernels/norm_backward.cuh and src/cuda/norm_backward.cpp's entry
+// points: 16-byte and single-element loads, every register count, and the partials' sum).
+TEST(CudaCompileRows, EveryNormBackwardEntryPoint) {
+  for (kiln::DType t : {kiln::DType::f32, kiln::DType::bf16, kiln::DType::f16}) {
+    SCOPED_TRACE(kiln::dtype_name(t));
+    const std::string& src = kiln::cuda::norm_backward_source(t);
+    const auto names = kiln::cuda::norm_backward_kernel_names(t);
+    // {V = 1} x {K = 1..16} + {16 bytes} x {K <= 16 / V} + the finishing kernel
+    EXPECT_EQ(names.size(), 5u + (t == kiln::DType::f32 ? 3u : 2u) + 1u);
+    for (const auto& k : names) EXPECT_NE(src.find(" " + k + "("), std::string::npos) << k;
+    EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_norm_backward.cu", "sm_90").size(), 0u);
   }
 }

@@ -1,5 +1,6 @@
 // Backward of Backend::rows (softmax, log_softmax, layer_norm, rms_norm over the last dim), with
-// element-wise programs and sums over the last dim (and over the rows, for weight and bias).
+// element-wise programs and sums over the last dim (and over the rows, for weight and bias); the
+// norms' through the backend's kernel (Backend::norm_backward) where it has one.
 //   softmax:     dx = y (g - sum(g y))
 //   log_softmax: dx = g - exp(y) sum(g)
 //   layer_norm:  xhat = (x - mean) rstd, dxhat = g w: dx = rstd (dxhat - mean(dxhat) -
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "autodiff/nodes.hpp"
@@ -134,6 +136,9 @@ class RowsNode final : public Node {
     // Contiguous x and g are seen as [rows, n], so that the weight's and bias's sums over the
     // rows read their programs inside the reduction too (a sum of a reshaped result could not).
     const bool flat = saved_[0]->is_contiguous() && g.is_contiguous();
+    if (flat && g.dtype == x_dtype_) {
+      if (std::optional<std::vector<Handle>> r = kernel_backward(be, *saved_[0], g)) return *r;
+    }
     const std::int64_t n = shape.back();
     const Dims work = flat ? Dims{detail::numel(shape) / std::max<std::int64_t>(n, 1), n} : shape;
     return norm_backward(be, flat ? reshaped(*saved_[0], work) : *saved_[0],
@@ -141,6 +146,26 @@ class RowsNode final : public Node {
   }
 
  private:
+  // The backend's own kernel (Backend::norm_backward), where it has one for contiguous x and g of
+  // one dtype: one pass over x and g, where the programs below read them three times.
+  std::optional<std::vector<Handle>> kernel_backward(Backend& be, const TensorImpl& x,
+                                                     const TensorImpl& g) const {
+    const Dims param{x.shape.back()};
+    const Handle dx = want_x_ ? be.empty(x.shape, x.dtype) : nullptr;
+    const Handle dw = want_w_ ? be.empty(param, x.dtype) : nullptr;
+    const Handle db = want_b_ ? be.empty(param, x.dtype) : nullptr;
+    detail::NormGrads grads;
+    if (dx) grads.dx = detail::Out(*dx);
+    if (dw) grads.dw = detail::Out(*dw);
+    if (db) grads.db = detail::Out(*db);
+    if (!be.norm_backward(op_, x, g, saved_[2].get(), saved_[3].get(), *saved_[4], grads))
+      return std::nullopt;
+    std::vector<Handle> out;
+    for (const Handle& h : {dx, dw, db})
+      if (h) out.push_back(h);
+    return out;
+  }
+
   std::vector<Handle> norm_backward(Backend& be, const TensorImpl& x, const TensorImpl& g,
                                     const Dims& shape) const {
     const int last = static_cast<int>(shape.size()) - 1;

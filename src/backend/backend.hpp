@@ -134,6 +134,11 @@ struct RowParams {
 struct RowStats {
   std::optional<Out> mean, rstd;
 };
+// The norms' gradients (Backend::norm_backward, version 9), each optional: dx of x's shape and
+// dtype, dw and db [n] of x's dtype, all contiguous; dw needs the weight, db is layer_norm's.
+struct NormGrads {
+  std::optional<Out> dx, dw, db;
+};
 // x as rows: row r's element j sits at x's offset + r * stride + j. rows() reads x through this
 // view only, so x's last dim must have stride 1 (any stride when n <= 1) and its other dims must
 // collapse into one row stride (a contiguous x, a slice of rows or of columns, a broadcast row);
@@ -146,6 +151,12 @@ std::optional<RowView> row_view(const TensorImpl& x);
 // Backend::rows's contract (src/backend/rows_contract.cpp states it in full); returns x's RowView.
 RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, const TensorImpl& y,
                         const RowStats& stats);
+// Throws likewise unless norm_backward(op, x, g, weight, mean, rstd, grads) meets
+// Backend::norm_backward's contract (src/backend/rows_contract.cpp states it in full); returns x's
+// RowView (stride n: x is contiguous).
+RowView check_norm_backward_call(RowOp op, const TensorImpl& x, const TensorImpl& g,
+                                 const TensorImpl* weight, const TensorImpl* mean,
+                                 const TensorImpl& rstd, const NormGrads& grads);
 
 // The order-and-scan family, one backend call (Backend::order, version 6): each op maps every row
 // of x along its last dim (n elements; R rows, the product of the other extents) to a row of K
@@ -205,8 +216,8 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
                                    const TensorImpl& dv);
 
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 8)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 8;
+// (static_assert(kBackendInterfaceVersion == 9)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 9;
 
 // The kinds of call `supports` is asked about.
 enum class BackendOp : std::uint8_t {
@@ -283,6 +294,21 @@ class Backend {
   // the softmaxes. The call neither syncs nor reads back.
   virtual void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,
                     const RowStats& stats) = 0;
+  // The gradients of layer_norm or rms_norm (version 9) from x (contiguous, as rows() read it),
+  // g, the gradient of y (x's shape and dtype, contiguous), the weight the forward read (or
+  // none: 1) and the stats it wrote (mean for layer_norm only, rstd; f32 [rows] contiguous):
+  //   xhat = (x - mean) rstd (rms_norm: x rstd), dxhat = g weight,
+  //   dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat))  (rms_norm: no mean(dxhat) term)
+  //   dw = sum over rows of g xhat, db = sum over rows of g
+  // computed in f32 whatever x's dtype. Returns false, writing nothing, where this backend has no
+  // kernel for the call (the default), and the caller (autodiff) composes the gradients from
+  // element-wise programs and sums. Neither syncs nor reads back.
+  virtual bool norm_backward(RowOp op, const TensorImpl& x, const TensorImpl& g,
+                             const TensorImpl* weight, const TensorImpl* mean,
+                             const TensorImpl& rstd, const NormGrads& grads) {
+    (void)op, (void)x, (void)g, (void)weight, (void)mean, (void)rstd, (void)grads;
+    return false;
+  }
   // The OrderOp family (see OrderOp) over x's last dim (version 6): x contiguous, of rank >= 1, of
   // a dtype supports(order) accepts; values contiguous, x's shape with the last extent K, of
   // order_values_dtype; indices likewise but i32, given exactly when the op has them. Rows of 0
@@ -364,6 +390,11 @@ class Decorator : public Backend {
   void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,
             const RowStats& stats) override {
     inner_.rows(op, x, params, y, stats);
+  }
+  bool norm_backward(RowOp op, const TensorImpl& x, const TensorImpl& g, const TensorImpl* weight,
+                     const TensorImpl* mean, const TensorImpl& rstd,
+                     const NormGrads& grads) override {
+    return inner_.norm_backward(op, x, g, weight, mean, rstd, grads);
   }
   void order(OrderOp op, const TensorImpl& x, const OrderParams& params, Out values,
              std::optional<Out> indices) override {

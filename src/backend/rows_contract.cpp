@@ -11,6 +11,13 @@
 //             x.shape[:-1] (ShapeError), contiguous
 //   n == 0    a norm of rows of zero elements has no mean, and logsumexp refuses them too
 //             (ValueError) when rows exist
+// and of Backend::norm_backward, likewise:
+//   op        layer_norm or rms_norm (ValueError)
+//   x         as rows()'s, and contiguous (ValueError); g x's shape (ShapeError) and dtype
+//             (DTypeError), contiguous
+//   weight    as rows()'s; mean (layer_norm only, required) and rstd (required) as rows()'s stats
+//   grads     dx x's shape and dtype, dw and db [n] of x's dtype, contiguous; dw only with a
+//             weight, db only for layer_norm (ValueError)
 #include <fmt/format.h>
 
 #include "backend/backend.hpp"
@@ -74,19 +81,40 @@ void check_param(const char* op, const char* what, const TensorImpl* p, const Te
   if (!p->is_contiguous()) throw ValueError(fmt::format("{}: {} must be contiguous", op, what));
 }
 
-void check_stat(const char* op, const char* what, const std::optional<Out>& s,
-                const TensorImpl& x) {
+void check_stat(const char* op, const char* what, const TensorImpl* s, const TensorImpl& x) {
   if (!s) return;
   const Dims want(x.shape.begin(), x.shape.end() - 1);
-  if ((*s)->dtype != DType::f32) {
-    throw DTypeError(fmt::format("{}: {} must be f32, got {}", op, what, dtype_name((*s)->dtype)));
+  if (s->dtype != DType::f32) {
+    throw DTypeError(fmt::format("{}: {} must be f32, got {}", op, what, dtype_name(s->dtype)));
   }
-  if ((*s)->shape != want) {
+  if (s->shape != want) {
     throw ShapeError(fmt::format("{}: {} must have shape {} for x {}, got {}", op, what,
-                                 format_dims(want), format_dims(x.shape),
-                                 format_dims((*s)->shape)));
+                                 format_dims(want), format_dims(x.shape), format_dims(s->shape)));
   }
-  if (!(*s)->is_contiguous()) throw ValueError(fmt::format("{}: {} must be contiguous", op, what));
+  if (!s->is_contiguous()) throw ValueError(fmt::format("{}: {} must be contiguous", op, what));
+}
+const TensorImpl* stat(const std::optional<Out>& s) { return s ? &**s : nullptr; }
+
+// t of `shape` and x's dtype, contiguous.
+void check_like(const char* op, const char* what, const TensorImpl& t, const Dims& shape,
+                const TensorImpl& x) {
+  if (t.shape != shape) {
+    throw ShapeError(fmt::format("{}: {} {} must have shape {}", op, what, format_dims(t.shape),
+                                 format_dims(shape)));
+  }
+  if (t.dtype != x.dtype) {
+    throw DTypeError(fmt::format("{}: {} is {} but x is {}", op, what, dtype_name(t.dtype),
+                                 dtype_name(x.dtype)));
+  }
+  if (!t.is_contiguous()) throw ValueError(fmt::format("{}: {} must be contiguous", op, what));
+}
+
+void check_x(const char* name, const TensorImpl& x) {
+  if (!is_floating(x.dtype)) {
+    throw DTypeError(
+        fmt::format("{}: x must be f32, bf16 or f16, got {}", name, dtype_name(x.dtype)));
+  }
+  if (x.rank() < 1) throw ShapeError(fmt::format("{}: x must have rank >= 1", name));
 }
 
 }  // namespace
@@ -94,11 +122,7 @@ void check_stat(const char* op, const char* what, const std::optional<Out>& s,
 RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, const TensorImpl& y,
                         const RowStats& stats) {
   const char* name = row_op_name(op);
-  if (!is_floating(x.dtype)) {
-    throw DTypeError(
-        fmt::format("{}: x must be f32, bf16 or f16, got {}", name, dtype_name(x.dtype)));
-  }
-  if (x.rank() < 1) throw ShapeError(fmt::format("{}: x must have rank >= 1", name));
+  check_x(name, x);
   const bool reduces = row_op_reduces(op);
   const DType y_dtype = reduces ? DType::f32 : x.dtype;
   const Dims y_shape = reduces ? Dims(x.shape.begin(), x.shape.end() - 1) : x.shape;
@@ -123,8 +147,8 @@ RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, 
   }
   check_param(name, "weight", params.weight, x);
   check_param(name, "bias", params.bias, x);
-  check_stat(name, "mean", stats.mean, x);
-  check_stat(name, "rstd", stats.rstd, x);
+  check_stat(name, "mean", stat(stats.mean), x);
+  check_stat(name, "rstd", stat(stats.rstd), x);
   const std::optional<RowView> v = row_view(x);
   if (!v) {
     throw ValueError(fmt::format(
@@ -136,6 +160,34 @@ RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, 
     throw ValueError(fmt::format("{}: needs rows of at least 1 element", name));
   }
   return *v;
+}
+
+RowView check_norm_backward_call(RowOp op, const TensorImpl& x, const TensorImpl& g,
+                                 const TensorImpl* weight, const TensorImpl* mean,
+                                 const TensorImpl& rstd, const NormGrads& grads) {
+  const std::string name = fmt::format("{} backward", row_op_name(op));
+  if (!row_op_normalises(op)) throw ValueError(fmt::format("{}: not a norm", name));
+  check_x(name.c_str(), x);
+  if (!x.is_contiguous()) throw ValueError(fmt::format("{}: x must be contiguous", name));
+  check_like(name.c_str(), "g", g, x.shape, x);
+  check_param(name.c_str(), "weight", weight, x);
+  const bool layer = op == RowOp::layer_norm;
+  if (layer != (mean != nullptr)) {
+    throw ValueError(
+        fmt::format("{}: {}", name, layer ? "needs the forward's mean" : "takes no mean"));
+  }
+  check_stat(name.c_str(), "mean", mean, x);
+  check_stat(name.c_str(), "rstd", &rstd, x);
+  if (grads.dw && !weight) throw ValueError(fmt::format("{}: dw without a weight", name));
+  if (grads.db && !layer) throw ValueError(fmt::format("{}: rms_norm has no bias", name));
+  const Dims param_shape{x.shape.back()};
+  if (grads.dx) check_like(name.c_str(), "dx", **grads.dx, x.shape, x);
+  if (grads.dw) check_like(name.c_str(), "dw", **grads.dw, param_shape, x);
+  if (grads.db) check_like(name.c_str(), "db", **grads.db, param_shape, x);
+  const RowView v = *row_view(x);  // contiguous: always rows
+  if (v.n == 0 && v.rows > 0)
+    throw ValueError(fmt::format("{}: needs rows of at least 1 element", name));
+  return v;
 }
 
 }  // namespace kiln::detail

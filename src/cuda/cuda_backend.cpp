@@ -87,6 +87,13 @@ void CudaBackend::rows(detail::RowOp op, const detail::TensorImpl& x,
   cuda::rows(ctx_, op, x, params, *y, stats);
 }
 
+bool CudaBackend::norm_backward(detail::RowOp op, const detail::TensorImpl& x,
+                                const detail::TensorImpl& g, const detail::TensorImpl* weight,
+                                const detail::TensorImpl* mean, const detail::TensorImpl& rstd,
+                                const detail::NormGrads& grads) {
+  return cuda::norm_backward(ctx_, op, x, g, weight, mean, rstd, grads);
+}
+
 void CudaBackend::order(detail::OrderOp op, const detail::TensorImpl& x,
                         const detail::OrderParams& params, detail::Out values,
                         std::optional<detail::Out> indices) {

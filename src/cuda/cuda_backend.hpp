@@ -12,7 +12,7 @@ namespace kiln::cuda {
 
 class CudaBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 8);
+  static_assert(detail::kBackendInterfaceVersion == 9);
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
   Device device() const override { return ctx_.device; }
@@ -32,6 +32,9 @@ class CudaBackend final : public detail::Backend {
              detail::Out out) override;
   void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
             detail::Out y, const detail::RowStats& stats) override;
+  bool norm_backward(detail::RowOp op, const detail::TensorImpl& x, const detail::TensorImpl& g,
+                     const detail::TensorImpl* weight, const detail::TensorImpl* mean,
+                     const detail::TensorImpl& rstd, const detail::NormGrads& grads) override;
   void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
              detail::Out values, std::optional<detail::Out> indices) override;
   bool attention(const detail::TensorImpl& q, const detail::TensorImpl& k,

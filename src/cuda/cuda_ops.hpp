@@ -5,6 +5,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "cuda/context.hpp"
@@ -60,6 +61,18 @@ void raise_index_error(Context& ctx);
 // rows.cpp: Backend::rows, one block per row (kernels/rows.cuh), queued without a host sync.
 void rows(Context& ctx, detail::RowOp op, const TensorImpl& x, const detail::RowParams& params,
           const TensorImpl& y, const detail::RowStats& stats);
+
+// norm_backward.cpp: Backend::norm_backward (kernels/norm_backward.cuh), queued without a host
+// sync; false for rows longer than its kernels hold in registers (8192 elements and up).
+bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const TensorImpl& g,
+                   const TensorImpl* weight, const TensorImpl* mean, const TensorImpl& rstd,
+                   const detail::NormGrads& grads);
+// The source of every norm_backward kernel of dtype t, and their names (for the NVRTC compile
+// test): (v, k) the row kernel of loads of v elements, k loads a thread; (0, 0) the kernel that
+// sums the weight's and bias's partials.
+const std::string& norm_backward_source(DType t);
+std::string norm_backward_kernel_name(DType t, int v, int k);
+std::vector<std::string> norm_backward_kernel_names(DType t);
 
 // order.cpp: Backend::order (kernels/order.cuh), queued without a host sync; indices is null for
 // cumsum.

@@ -200,6 +200,18 @@ bool Fusion::attention_backward(const detail::TensorImpl& q, const detail::Tenso
   return inner().attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv);
 }
 
+bool Fusion::norm_backward(detail::RowOp op, const detail::TensorImpl& x,
+                           const detail::TensorImpl& g, const detail::TensorImpl* weight,
+                           const detail::TensorImpl* mean, const detail::TensorImpl& rstd,
+                           const detail::NormGrads& grads) {
+  flush();
+  for (const detail::TensorImpl* t : {&x, &g, weight, mean, &rstd})
+    if (t) require_memory(*t);
+  for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db})
+    if (o) bind(**o);
+  return inner().norm_backward(op, x, g, weight, mean, rstd, grads);
+}
+
 void Fusion::order(detail::OrderOp op, const detail::TensorImpl& x,
                    const detail::OrderParams& params, detail::Out values,
                    std::optional<detail::Out> indices) {

@@ -28,7 +28,7 @@ namespace kiln::fusion {
 
 class Fusion final : public detail::Decorator {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 8);
+  static_assert(detail::kBackendInterfaceVersion == 9);
   explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
   detail::Handle empty(const Dims& shape, DType dtype) override;
@@ -47,6 +47,10 @@ class Fusion final : public detail::Decorator {
   // values of x are written first) and writes y and the statistics.
   void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
             detail::Out y, const detail::RowStats& stats) override;
+  // Closes the open group too, as rows does.
+  bool norm_backward(detail::RowOp op, const detail::TensorImpl& x, const detail::TensorImpl& g,
+                     const detail::TensorImpl* weight, const detail::TensorImpl* mean,
+                     const detail::TensorImpl& rstd, const detail::NormGrads& grads) override;
   // Closes the open group too: sort, scan and the indexed max/min read whole rows of x.
   void order(detail::OrderOp op, const detail::TensorImpl& x, const detail::OrderParams& params,
              detail::Out values, std::optional<detail::Out> indices) override;

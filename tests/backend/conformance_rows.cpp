@@ -5,7 +5,8 @@
 // a block's registers on CUDA and rows that do not (the streaming kernel); the norms with and
 // without weight and bias, writing their statistics or not; empty inputs; extreme values (large
 // logits, -inf, +inf, NaN, rows of -inf: as PyTorch); a pending input of a fusion group; and the
-// contract's errors (src/backend/rows_contract.cpp).
+// contract's errors (src/backend/rows_contract.cpp), norm_backward's included (its results are
+// tested where a backend has the kernel: tests/test_cuda_norm_backward.cpp).
 #include <limits>
 
 #include "chains.hpp"
@@ -361,6 +362,65 @@ TEST_P(BackendRows, ContractErrors) {
   expect(
       "logsumexp of empty rows", [&] { be().rows(RowOp::logsumexp, e.view, {}, Out(*e_rows), {}); },
       kiln::ValueError{""});
+}
+
+// The norms' backward contract (check_norm_backward_call), which a backend's norm_backward runs
+// before it launches anything: a backend without the kernel declines instead, so the function is
+// called directly here.
+TEST_P(BackendRows, NormBackwardContractErrors) {
+  using kiln::detail::check_norm_backward_call;
+  using kiln::detail::NormGrads;
+  const Operand x = input({4, 6}, DType::f32), g = input({4, 6}, DType::f32);
+  const Operand gb = input({4, 6}, DType::bf16), g5 = input({4, 5}, DType::f32);
+  const Operand w = input({6}, DType::f32), stat = input({4}, DType::f32);
+  const Operand stat5 = input({5}, DType::f32);
+  Handle dx = be().empty({4, 6}, DType::f32), dxb = be().empty({4, 6}, DType::bf16);
+  Handle dw = be().empty({6}, DType::f32), dw5 = be().empty({5}, DType::f32);
+  const auto grads = [](Handle dx_, Handle dw_, Handle db_) {
+    NormGrads r;
+    if (dx_) r.dx = Out(*dx_);
+    if (dw_) r.dw = Out(*dw_);
+    if (db_) r.db = Out(*db_);
+    return r;
+  };
+  // A valid call, then one change each.
+  EXPECT_EQ(check_norm_backward_call(RowOp::layer_norm, x.view, g.view, &w.view, &stat.view,
+                                     stat.view, grads(dx, dw, dw))
+                .n,
+            6);
+  const auto refused = [&](const char* what, RowOp op, const TensorImpl& gv, const TensorImpl* mean,
+                           const TensorImpl& rstd, const NormGrads& gr, const TensorImpl* wv,
+                           auto error) {
+    SCOPED_TRACE(what);
+    try {
+      check_norm_backward_call(op, x.view, gv, wv, mean, rstd, gr);
+      ADD_FAILURE() << "no exception";
+    } catch (const decltype(error)&) {
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "another exception: " << e.what();
+    }
+  };
+  const NormGrads all = grads(dx, dw, dw);
+  refused("softmax", RowOp::softmax, g.view, &stat.view, stat.view, all, &w.view,
+          kiln::ValueError{""});
+  refused("g dtype", RowOp::layer_norm, gb.view, &stat.view, stat.view, all, &w.view,
+          kiln::DTypeError{""});
+  refused("g shape", RowOp::layer_norm, g5.view, &stat.view, stat.view, all, &w.view,
+          kiln::ShapeError{""});
+  refused("layer_norm without mean", RowOp::layer_norm, g.view, nullptr, stat.view, all, &w.view,
+          kiln::ValueError{""});
+  refused("rms_norm with mean", RowOp::rms_norm, g.view, &stat.view, stat.view, grads(dx, dw, {}),
+          &w.view, kiln::ValueError{""});
+  refused("rms_norm db", RowOp::rms_norm, g.view, nullptr, stat.view, grads(dx, dw, dw), &w.view,
+          kiln::ValueError{""});
+  refused("dw without weight", RowOp::layer_norm, g.view, &stat.view, stat.view, all, nullptr,
+          kiln::ValueError{""});
+  refused("rstd shape", RowOp::layer_norm, g.view, &stat.view, stat5.view, all, &w.view,
+          kiln::ShapeError{""});
+  refused("dx dtype", RowOp::layer_norm, g.view, &stat.view, stat.view, grads(dxb, {}, {}), &w.view,
+          kiln::DTypeError{""});
+  refused("dw shape", RowOp::layer_norm, g.view, &stat.view, stat.view, grads({}, dw5, {}), &w.view,
+          kiln::ShapeError{""});
 }
 
 }  // namespace

@@ -1,0 +1,154 @@
+// The CUDA norms' backward kernel called directly (Backend::norm_backward on the device's chain)
+// against a float64 reference on fresh random inputs, with poisoned outputs: layer_norm and
+// rms_norm, f32, bf16 and f16, with and without a weight, each gradient asked alone and all
+// together, rows of 1 to 8192 elements (16-byte and single-element loads, every register count),
+// no rows at all, and the rows it declines. Skips without a GPU.
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "dispatch/registry.hpp"
+#include "require_cuda.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using kiln::DType;
+using kiln::Tensor;
+using kiln::detail::Out;
+using kiln::detail::RowOp;
+
+struct Case {
+  RowOp op;
+  DType dtype;
+  std::int64_t rows, n;
+  bool weight;
+  bool want_x = true, want_w = true, want_b = true;
+};
+
+std::vector<double> host(const Tensor<2>& t) {
+  const auto v = t.to(DType::f32).to(kiln::Device::cpu()).to_vector<float>();
+  return {v.begin(), v.end()};
+}
+std::vector<double> host(const Tensor<1>& t) {
+  const auto v = t.to(DType::f32).to(kiln::Device::cpu()).to_vector<float>();
+  return {v.begin(), v.end()};
+}
+
+// The largest |got - want| relative to the largest |want| (plus 1e-5 absolute slack); a NaN is an
+// element never written.
+void expect_close(const char* what, const std::vector<double>& got, const std::vector<double>& want,
+                  double tol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0, worst = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << " element " << i << " is NaN (not written?)";
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+  }
+  EXPECT_LE(worst, tol * scale + 1e-5)
+      << what << ": largest error " << worst << ", scale " << scale;
+}
+
+void run(const Case& c) {
+  SCOPED_TRACE(::testing::Message()
+               << kiln::detail::row_op_name(c.op) << " " << kiln::dtype_name(c.dtype) << " ["
+               << c.rows << ", " << c.n << "]" << (c.weight ? " weight" : "") << " want "
+               << c.want_x << c.want_w << c.want_b);
+  const auto dev = kiln::Device::cuda(0);
+  const bool layer = c.op == RowOp::layer_norm;
+  static std::uint64_t seed = 500;
+  const auto normal = kiln::Distribution::normal(0.0, 1.0);
+  // x off centre, as activations are, so that the mean matters.
+  const Tensor<2> x = (Tensor<2>::random({c.rows, c.n}, normal, dev, ++seed) + 0.5).to(c.dtype);
+  const Tensor<2> g = Tensor<2>::random({c.rows, c.n}, normal, dev, ++seed).to(c.dtype);
+  const Tensor<1> w = Tensor<1>::random({c.n}, normal, dev, ++seed).to(c.dtype);
+  const std::vector<double> xh = host(x), gh = host(g),
+                            wh = c.weight ? host(w) : std::vector<double>(c.n, 1.0);
+
+  // The forward's statistics, computed here (f32, as the forward writes them).
+  const auto n = static_cast<std::size_t>(c.n);
+  std::vector<float> mean(c.rows), rstd(c.rows);
+  for (std::int64_t r = 0; r < c.rows; ++r) {
+    double m = 0, q = 0;
+    for (std::size_t j = 0; j < n; ++j) m += xh[r * n + j];
+    m = layer ? m / c.n : 0.0;
+    for (std::size_t j = 0; j < n; ++j) q += (xh[r * n + j] - m) * (xh[r * n + j] - m);
+    mean[r] = static_cast<float>(m);
+    rstd[r] = static_cast<float>(1.0 / std::sqrt(q / c.n + 1e-5));
+  }
+  const auto mean_t = Tensor<1>::from_data(mean, {c.rows}, dev);
+  const auto rstd_t = Tensor<1>::from_data(rstd, {c.rows}, dev);
+
+  // The float64 reference from the same (rounded) values.
+  std::vector<double> dx(c.rows * n), dw(n, 0.0), db(n, 0.0);
+  for (std::int64_t r = 0; r < c.rows; ++r) {
+    double a = 0, cc = 0;
+    std::vector<double> xhat(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      xhat[j] = (xh[r * n + j] - mean[r]) * rstd[r];
+      const double d = gh[r * n + j] * wh[j];
+      a += d;
+      cc += d * xhat[j];
+      dw[j] += gh[r * n + j] * xhat[j];
+      db[j] += gh[r * n + j];
+    }
+    a = layer ? a / c.n : 0.0;
+    cc /= c.n;
+    for (std::size_t j = 0; j < n; ++j)
+      dx[r * n + j] = rstd[r] * (gh[r * n + j] * wh[j] - a - xhat[j] * cc);
+  }
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor<2> dx_t = Tensor<2>::full({c.rows, c.n}, nan, c.dtype, dev);
+  const Tensor<1> dw_t = Tensor<1>::full({c.n}, nan, c.dtype, dev),
+                  db_t = Tensor<1>::full({c.n}, nan, c.dtype, dev);
+  kiln::detail::NormGrads grads;
+  if (c.want_x) grads.dx = Out(*dx_t.handle());
+  if (c.want_w && c.weight) grads.dw = Out(*dw_t.handle());
+  if (c.want_b && layer) grads.db = Out(*db_t.handle());
+  auto& be = kiln::detail::backend(dev);
+  ASSERT_TRUE(be.norm_backward(c.op, *x.handle(), *g.handle(),
+                               c.weight ? w.handle().get() : nullptr,
+                               layer ? mean_t.handle().get() : nullptr, *rstd_t.handle(), grads));
+  const double tol = c.dtype == DType::f32 ? 1e-5 : c.dtype == DType::bf16 ? 8e-3 : 1e-3;
+  if (grads.dx) expect_close("dx", host(dx_t), dx, tol);
+  // The parameters' sums over rows carry f32 rounding of every row's term.
+  if (grads.dw) expect_close("dw", host(dw_t), dw, std::max(tol, 1e-5));
+  if (grads.db) expect_close("db", host(db_t), db, std::max(tol, 1e-5));
+}
+
+TEST(CudaNormBackward, AgainstFloat64) {
+  KILN_REQUIRE_CUDA();
+  for (RowOp op : {RowOp::layer_norm, RowOp::rms_norm}) {
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (std::int64_t n : {1, 7, 64, 768, 1000, 4096, 8192}) run({op, t, 37, n, true});
+      run({op, t, 2049, 768, true});  // more rows than blocks: a block visits several
+      run({op, t, 300, 768, false});
+      run({op, t, 300, 768, true, true, false, false});
+      run({op, t, 300, 768, true, false, true, false});
+      run({op, t, 300, 768, true, false, false, true});
+      run({op, t, 0, 768, true});  // no rows: zero parameter gradients
+    }
+  }
+}
+
+TEST(CudaNormBackward, DeclinesRowsItCannotHold) {
+  KILN_REQUIRE_CUDA();
+  const auto dev = kiln::Device::cuda(0);
+  auto& be = kiln::detail::backend(dev);
+  for (std::int64_t n : {8193, 16384}) {  // single-element loads past 8192; 16-byte ones past it
+    const auto x = Tensor<2>::ones({4, n}, DType::f32, dev);
+    const auto rstd = Tensor<1>::ones({4}, DType::f32, dev);
+    const auto dx = Tensor<2>::full({4, n}, 7.0, DType::f32, dev);
+    kiln::detail::NormGrads grads;
+    grads.dx = Out(*dx.handle());
+    EXPECT_FALSE(be.norm_backward(RowOp::rms_norm, *x.handle(), *x.handle(), nullptr, nullptr,
+                                  *rstd.handle(), grads))
+        << n;
+    EXPECT_EQ(dx.to(kiln::Device::cpu()).to_vector<float>()[0], 7.0f) << "written though declined";
+  }
+}
+
+}  // namespace

@@ -31,7 +31,7 @@ namespace {
 constexpr int kMaxThreads = 512;
 constexpr int kMaxHeld = 16;  // five arrays of K * V floats a thread: 80 registers at most
 constexpr int kLoads[] = {1, 2, 4, 8, 16};
-constexpr int kFinishThreads = 256;
+constexpr int kFinishColumns = 32, kFinishLanes = 16;  // kn::norm_backward_finish's block
 
 // The (V, K) pairs compiled for dtype t: V = 1 and V = the 16-byte width.
 template <class F>
@@ -58,7 +58,7 @@ std::string source_of(DType t) {
       "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const float* part_w, const float* "
       "part_b, {2}* dw, {2}* db, long long parts, long long n) {{\n"
       "  kn::norm_backward_finish<{2}>(part_w, part_b, dw, db, parts, n);\n}}\n",
-      kFinishThreads, norm_backward_kernel_name(t, 0, 0), T);
+      kFinishColumns * kFinishLanes, norm_backward_kernel_name(t, 0, 0), T);
   return s;
 }
 
@@ -155,8 +155,8 @@ bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const Te
   fargs.pointer(data(db));
   fargs.value(static_cast<long long>(blocks));
   fargs.value(static_cast<long long>(view.n));
-  launch(ctx, finish, static_cast<unsigned>((view.n + kFinishThreads - 1) / kFinishThreads),
-         kFinishThreads, fargs.pointers());
+  launch(ctx, finish, static_cast<unsigned>((view.n + kFinishColumns - 1) / kFinishColumns),
+         kFinishColumns * kFinishLanes, fargs.pointers());
   return true;
 }
 

@@ -11,7 +11,7 @@
 //   dx = rstd (dxhat - a / n - xhat c / n), a = sum(dxhat) (layer_norm only), c = sum(dxhat xhat)
 // Each thread also sums g xhat and g over the rows its block visits for its own columns, and writes
 // those sums as the block's row of the [gridDim.x, n] f32 partials, which norm_backward_finish
-// then sums per column in block order: dw and db come out the same on every run (no atomics).
+// then sums per column in a fixed order: dw and db come out the same on every run (no atomics).
 namespace kn {
 
 // a and c summed over the block, both in one pass (every thread gets the sums).
@@ -103,20 +103,35 @@ __device__ void norm_backward(const T* __restrict__ x, const T* __restrict__ g,
   }
 }
 
-// dw[j] = sum over p < parts of part_w[p, j] (db likewise), one thread a column, in p order.
+// dw[j] = sum over p < parts of part_w[p, j] (db likewise): a block of 32 * kFinishLanes threads
+// sums 32 columns, warp y adding parts y, y + kFinishLanes, ... (coalesced rows of 32 floats),
+// then warp 0 adds the warps' sums in warp order. The same order on every run.
+constexpr int kFinishLanes = 16;
 template <class T>
 __device__ void norm_backward_finish(const float* __restrict__ part_w,
                                      const float* __restrict__ part_b, T* __restrict__ dw,
                                      T* __restrict__ db, long long parts, long long n) {
-  const long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  float sw = 0.0f, sb = 0.0f;
-  for (long long p = 0; p < parts; ++p) {
-    if (part_w) sw += part_w[p * n + j];
-    if (part_b) sb += part_b[p * n + j];
+  __shared__ float sw[kFinishLanes][32], sb[kFinishLanes][32];
+  const int x = threadIdx.x & 31, y = threadIdx.x >> 5;
+  const long long j = blockIdx.x * 32LL + x;
+  float w = 0.0f, b = 0.0f;
+  if (j < n) {
+#pragma unroll 4
+    for (long long p = y; p < parts; p += kFinishLanes) {
+      if (part_w) w += part_w[p * n + j];
+      if (part_b) b += part_b[p * n + j];
+    }
   }
-  if (dw) kr::put(dw[j], sw);
-  if (db) kr::put(db[j], sb);
+  sw[y][x] = w;
+  sb[y][x] = b;
+  __syncthreads();
+  if (y != 0 || j >= n) return;
+  for (int k = 1; k < kFinishLanes; ++k) {
+    w += sw[k][x];
+    b += sb[k][x];
+  }
+  if (dw) kr::put(dw[j], w);
+  if (db) kr::put(db[j], b);
 }
 
 }  // namespace kn

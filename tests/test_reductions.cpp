@@ -1,9 +1,11 @@
 // Reductions (sum mean max min argmax argmin) over one dim, with and without keepdim, and over
-// all; softmax and log_softmax; f32 accuracy over millions of elements; NaN and empty inputs.
+// all; softmax and log_softmax; f32 accuracy over millions of elements; NaN and empty inputs; the
+// sum of squares over many tensors.
 #include <cmath>
 #include <limits>
 #include <string_view>
 
+#include "backend/backend.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -297,3 +299,48 @@ TEST_P(ReductionTest, SoftmaxExtremes) {
 }
 
 }  // namespace
+
+// detail::sum_of_squares (a gradient norm's square, Backend::sum_of_squares where the backend has
+// it): many tensors of every float dtype and awkward lengths (none, one element, a chunk and one,
+// over 64 tensors, so more than one of CUDA's launches), a view it composes instead, against a
+// float64 sum of the stored values; the errors.
+TEST_P(ReductionTest, SumOfSquaresOverManyTensors) {
+  std::vector<kiln::detail::Handle> xs;
+  double want = 0;
+  const std::int64_t lengths[] = {1, 0, 16385, 768, 3, 100000, 7};
+  for (int i = 0; i < 70; ++i) {
+    const std::int64_t n = lengths[i % 7] + i;
+    const DType t = i % 3 == 0 ? DType::bf16 : i % 3 == 1 ? DType::f16 : DType::f32;
+    const auto x =
+        Tensor<1>::random({n}, kiln::Distribution::normal(0.0, 1.0), dev(), seed()).to(t);
+    for (float v : x.to(DType::f32).to(kiln::Device::cpu()).to_vector<float>())
+      want += double{v} * v;
+    xs.push_back(x.handle());
+  }
+  const auto got =
+      Tensor<0>(kiln::detail::sum_of_squares(xs)).to(kiln::Device::cpu()).item<float>();
+  EXPECT_NEAR(got, want, 1e-5 * want);
+  // A transposed view (composed from sums) gives the same.
+  const auto m = Tensor<2>::random({37, 41}, kiln::Distribution::normal(0.0, 1.0), dev(), seed());
+  const auto mt = m.transpose(0, 1);
+  const kiln::detail::Handle both[] = {mt.handle(), m.handle()};
+  const auto v = m.to(kiln::Device::cpu()).to_vector<float>();
+  double w2 = 0;
+  for (float e : v) w2 += 2.0 * e * e;
+  EXPECT_NEAR(Tensor<0>(kiln::detail::sum_of_squares(both)).to(kiln::Device::cpu()).item<float>(),
+              w2, 1e-5 * w2);
+  EXPECT_THROW(kiln::detail::sum_of_squares({}), kiln::ValueError);
+  const auto ints = Tensor<1>::zeros({4}, DType::i32, dev());
+  const kiln::detail::Handle bad[] = {m.handle(), ints.handle()};
+  EXPECT_THROW(kiln::detail::sum_of_squares(bad), kiln::DTypeError);
+  // The backend's contract, which a backend with the kernel checks before launching it.
+  using kiln::detail::check_sum_of_squares_call;
+  const kiln::detail::TensorImpl* views[] = {m.handle().get()};
+  const auto total_i32 = Tensor<0>::zeros({}, DType::i32, dev());
+  EXPECT_THROW(check_sum_of_squares_call(views, *total_i32.handle()), kiln::ShapeError);
+  const kiln::detail::TensorImpl* strided[] = {mt.handle().get()};
+  const auto total = Tensor<0>::zeros({}, DType::f32, dev());
+  EXPECT_THROW(check_sum_of_squares_call(strided, *total.handle()), kiln::ValueError);
+  const kiln::detail::TensorImpl* itself[] = {total.handle().get()};
+  EXPECT_THROW(check_sum_of_squares_call(itself, *total.handle()), kiln::ValueError);
+}

@@ -58,6 +58,10 @@ DType reduce_result_dtype(ReduceOp op, DType in);
 // Throws (IndexError, ShapeError, DTypeError, ValueError) unless reduce(op, x, dim, out) meets
 // Backend::reduce's contract below.
 void check_reduce_call(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
+// Throws (DTypeError, ShapeError, ValueError) unless sum_of_squares(xs, total) meets
+// Backend::sum_of_squares's contract: every x f32, bf16 or f16 and contiguous; total a contiguous
+// f32 tensor of one element that is none of the xs.
+void check_sum_of_squares_call(std::span<const TensorImpl* const> xs, const TensorImpl& total);
 
 // Throws (DTypeError, ShapeError) unless matmul(a, c, out) meets Backend::matmul's contract
 // below: operands and output of one floating dtype (which the backend's supports() accepts),
@@ -273,6 +277,15 @@ class Backend {
   // Returns false, having done nothing, where this backend cannot do that for these layouts;
   // the caller then materialises the value and calls reduce(). Errors as reduce().
   virtual bool reduce_prologue(ReduceOp, const Prologue&, int, Out) { return false; }
+  // total = the sum over every x of the squares of its elements, in f32 whatever their dtypes, in
+  // an order that does not depend on timing (version 9; a model's gradient norm, for clipping):
+  // one pass over them all, where reduce() takes a call, and a launch or two, per tensor. Returns
+  // false, writing nothing, where this backend has no such kernel (the default), and the caller
+  // composes it from reduce() and element-wise calls. Neither syncs nor reads back.
+  virtual bool sum_of_squares(std::span<const TensorImpl* const> xs, Out total) {
+    (void)xs, (void)total;
+    return false;
+  }
   // out[b] = a[b] @ c[b] for a [B, m, k], c [B, k, n], out [B, m, n] contiguous; a and c may
   // have any strides (stride 0 on a broadcast batch).
   virtual void matmul(const TensorImpl& a, const TensorImpl& c, Out out) = 0;
@@ -376,6 +389,9 @@ class Decorator : public Backend {
   }
   bool reduce_prologue(ReduceOp op, const Prologue& p, int dim, Out out) override {
     return inner_.reduce_prologue(op, p, dim, out);
+  }
+  bool sum_of_squares(std::span<const TensorImpl* const> xs, Out total) override {
+    return inner_.sum_of_squares(xs, total);
   }
   void matmul(const TensorImpl& a, const TensorImpl& c, Out out) override {
     inner_.matmul(a, c, out);

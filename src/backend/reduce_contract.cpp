@@ -53,4 +53,19 @@ TensorImpl prologue_value(const Prologue& p) {
   return v;
 }
 
+void check_sum_of_squares_call(std::span<const TensorImpl* const> xs, const TensorImpl& total) {
+  if (total.dtype != DType::f32 || total.numel() != 1 || !total.is_contiguous()) {
+    throw ShapeError("sum_of_squares: total must be a contiguous f32 tensor of one element, got " +
+                     std::string(dtype_name(total.dtype)) + " " + format_dims(total.shape));
+  }
+  for (const TensorImpl* x : xs) {
+    if (!is_floating(x->dtype)) {
+      throw DTypeError(std::string("sum_of_squares: every tensor must be f32, bf16 or f16, got ") +
+                       dtype_name(x->dtype));
+    }
+    if (!x->is_contiguous()) throw ValueError("sum_of_squares: every tensor must be contiguous");
+    if (x->buffer == total.buffer) throw ValueError("sum_of_squares: total is one of the tensors");
+  }
+}
+
 }  // namespace kiln::detail

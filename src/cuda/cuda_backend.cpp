@@ -81,6 +81,10 @@ void CudaBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim
   cuda::index(ctx_, op, x, dim, index, src, *out);
 }
 
+bool CudaBackend::sum_of_squares(std::span<const detail::TensorImpl* const> xs, detail::Out total) {
+  return cuda::sum_of_squares(ctx_, xs, *total);
+}
+
 void CudaBackend::rows(detail::RowOp op, const detail::TensorImpl& x,
                        const detail::RowParams& params, detail::Out y,
                        const detail::RowStats& stats) {

@@ -31,6 +31,11 @@ void reduce(Context& ctx, detail::ReduceOp op, const TensorImpl& x, int dim, con
 bool reduce_prologue(Context& ctx, detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                      const TensorImpl& out);
 
+// sum_of_squares.cpp: Backend::sum_of_squares (kernels/sum_of_squares.cuh), queued without a
+// host sync; the source of its two kernels, for the NVRTC compile test.
+bool sum_of_squares(Context& ctx, std::span<const TensorImpl* const> xs, const TensorImpl& total);
+const std::string& sum_of_squares_source();
+
 // matmul.cpp: cuBLASLt, under kiln::float32_matmul_precision().
 void matmul(Context& ctx, const TensorImpl& a, const TensorImpl& b, const TensorImpl& out);
 #if KILN_WITH_AUTOTUNE

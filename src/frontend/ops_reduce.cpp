@@ -2,6 +2,8 @@
 // over the last dim, composed from reductions over the others).
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "frontend/ops_common.hpp"
 #include "kiln/error.hpp"
 
@@ -50,6 +52,39 @@ Handle reduce(Reduction op, const Handle& x, int dim, bool keepdim) {
 Handle reduce_all(Reduction op, const Handle& x) {
   Handle out = reduce_keep(op, autocast_sum(op, x), -1);
   return view(*out, {}, {}, out->offset);
+}
+
+Handle sum_of_squares(std::span<const Handle> xs) {
+  if (xs.empty()) throw ValueError("sum_of_squares: needs at least one tensor");
+  const Device device = xs[0]->device;
+  bool direct = !grad_enabled();  // the backend's call records no gradient
+  std::vector<const TensorImpl*> views;
+  for (const Handle& x : xs) {
+    if (x->device != device) {
+      throw DeviceError(
+          fmt::format("sum_of_squares: tensors on {} and {}", device.str(), x->device.str()));
+    }
+    if (!is_floating(x->dtype)) {
+      throw DTypeError(fmt::format("sum_of_squares: tensors must be f32, bf16 or f16, got {}",
+                                   dtype_name(x->dtype)));
+    }
+    direct = direct && x->is_contiguous() && !requires_grad(x);
+    views.push_back(x.get());
+  }
+  Backend& be = backend_of(device);
+  if (direct) {
+    Handle total = allocate("sum_of_squares", be, {}, DType::f32);
+    if (be.sum_of_squares(views, detail::Out(*total))) return total;
+  }
+  // Added once every sum has run, in order: the adds then fuse, a group of them per kernel.
+  std::vector<Handle> sums;
+  for (const Handle& x : xs) {
+    const Handle f = cast(x, DType::f32);
+    sums.push_back(reduce_all(Reduction::sum, binary(Binary::mul, f, f)));
+  }
+  Handle total = sums[0];
+  for (std::size_t i = 1; i < sums.size(); ++i) total = binary(Binary::add, total, sums[i]);
+  return total;
 }
 
 namespace {

@@ -163,6 +163,13 @@ void Fusion::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
   inner().index(op, x, dim, index, src, out);
 }
 
+bool Fusion::sum_of_squares(std::span<const detail::TensorImpl* const> xs, detail::Out total) {
+  flush();
+  for (const detail::TensorImpl* x : xs) require_memory(*x);
+  bind(*total);
+  return inner().sum_of_squares(xs, total);
+}
+
 void Fusion::rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
                   detail::Out y, const detail::RowStats& stats) {
   flush();

@@ -84,6 +84,10 @@ Handle cast(const Handle& x, DType to);
 // as size 1 when keepdim, else drops it; reduce_all gives a rank-0 tensor.
 Handle reduce(Reduction op, const Handle& x, int dim, bool keepdim);
 Handle reduce_all(Reduction op, const Handle& x);
+// The sum of the squares of every element of every x, f32 (a model's gradient norm, squared):
+// one Backend::sum_of_squares call where the backend has it, else one sum per x added at the end.
+// The xs share a device and are f32, bf16 or f16; at least one.
+Handle sum_of_squares(std::span<const Handle> xs);
 Handle softmax(const Handle& x, int dim, bool log);
 
 // Row normalisation over the last dim (kiln/norm.hpp); weight / bias may be null (absent).

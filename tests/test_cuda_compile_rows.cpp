@@ -23,12 +23,18 @@ TEST(CudaCompileRows, EveryEntryPointOfEveryDType) {
 // The norms' backward (src/cuda/kernels/norm_backward.cuh and src/cuda/norm_backward.cpp's entry
 // points: 16-byte and single-element loads, every register count, and the partials' sum).
 TEST(CudaCompileRows, EveryNormBackwardEntryPoint) {
-  for (kiln::DType t : {kiln::DType::f32, kiln::DType::bf16, kiln::DType::f16}) {
-    SCOPED_TRACE(kiln::dtype_name(t));
-    const std::string& src = kiln::cuda::norm_backward_source(t);
-    const auto names = kiln::cuda::norm_backward_kernel_names(t);
+  using kiln::DType;
+  const std::pair<DType, DType> pairs[] = {{DType::f32, DType::f32},
+                                           {DType::bf16, DType::bf16},
+                                           {DType::f16, DType::f16},
+                                           {DType::f32, DType::bf16},
+                                           {DType::f32, DType::f16}};
+  for (const auto& [t, g] : pairs) {
+    SCOPED_TRACE(std::string(kiln::dtype_name(t)) + " g " + kiln::dtype_name(g));
+    const std::string& src = kiln::cuda::norm_backward_source(t, g);
+    const auto names = kiln::cuda::norm_backward_kernel_names(t, g);
     // {V = 1} x {K = 1..16} + {16 bytes} x {K <= 16 / V} + the finishing kernel
-    EXPECT_EQ(names.size(), 5u + (t == kiln::DType::f32 ? 3u : 2u) + 1u);
+    EXPECT_EQ(names.size(), 5u + (t == DType::f32 ? 3u : 2u) + 1u);
     for (const auto& k : names) EXPECT_NE(src.find(" " + k + "("), std::string::npos) << k;
     EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_norm_backward.cu", "sm_90").size(), 0u);
   }

@@ -2,13 +2,17 @@
 // against a float64 reference on fresh random inputs, with poisoned outputs: layer_norm and
 // rms_norm, f32, bf16 and f16, with and without a weight, each gradient asked alone and all
 // together, rows of 1 to 8192 elements (16-byte and single-element loads, every register count),
-// no rows at all, and the rows it declines. Skips without a GPU.
+// no rows at all, the rows it declines, and a bf16 or f16 gradient of an f32 norm (autocast's,
+// handed over by the fusion decorator: also through autodiff against the CPU). Skips without a
+// GPU.
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "dispatch/registry.hpp"
+#include "kiln/autocast.hpp"
+#include "kiln/norm.hpp"
 #include "require_cuda.hpp"
 #include "test_support.hpp"
 
@@ -25,6 +29,7 @@ struct Case {
   std::int64_t rows, n;
   bool weight;
   bool want_x = true, want_w = true, want_b = true;
+  DType g_dtype = DType::f32;  // f32 for "x's dtype"; bf16 or f16 with an f32 x: a half g
 };
 
 std::vector<double> host(const Tensor<2>& t) {
@@ -55,14 +60,15 @@ void run(const Case& c) {
   SCOPED_TRACE(::testing::Message()
                << kiln::detail::row_op_name(c.op) << " " << kiln::dtype_name(c.dtype) << " ["
                << c.rows << ", " << c.n << "]" << (c.weight ? " weight" : "") << " want "
-               << c.want_x << c.want_w << c.want_b);
+               << c.want_x << c.want_w << c.want_b << " g " << kiln::dtype_name(c.g_dtype));
   const auto dev = kiln::Device::cuda(0);
   const bool layer = c.op == RowOp::layer_norm;
   static std::uint64_t seed = 500;
   const auto normal = kiln::Distribution::normal(0.0, 1.0);
   // x off centre, as activations are, so that the mean matters.
   const Tensor<2> x = (Tensor<2>::random({c.rows, c.n}, normal, dev, ++seed) + 0.5).to(c.dtype);
-  const Tensor<2> g = Tensor<2>::random({c.rows, c.n}, normal, dev, ++seed).to(c.dtype);
+  const DType gt = c.dtype == DType::f32 ? c.g_dtype : c.dtype;
+  const Tensor<2> g = Tensor<2>::random({c.rows, c.n}, normal, dev, ++seed).to(gt);
   const Tensor<1> w = Tensor<1>::random({c.n}, normal, dev, ++seed).to(c.dtype);
   const std::vector<double> xh = host(x), gh = host(g),
                             wh = c.weight ? host(w) : std::vector<double>(c.n, 1.0);
@@ -131,6 +137,9 @@ TEST(CudaNormBackward, AgainstFloat64) {
       run({op, t, 300, 768, true, false, false, true});
       run({op, t, 0, 768, true});  // no rows: zero parameter gradients
     }
+    for (DType g : {DType::bf16, DType::f16}) {  // an f32 x's gradient as a half product gave it
+      for (std::int64_t n : {7, 768, 4096}) run({op, DType::f32, 37, n, true, true, true, true, g});
+    }
   }
 }
 
@@ -149,6 +158,55 @@ TEST(CudaNormBackward, DeclinesRowsItCannotHold) {
         << n;
     EXPECT_EQ(dx.to(kiln::Device::cpu()).to_vector<float>()[0], 7.0f) << "written though declined";
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Under autocast an f32 layer_norm's output feeds a bf16 product, so its gradient arrives as the
+// f32 cast of a bf16 tensor; the fusion decorator hands the kernel the bf16 tensor instead. The
+// gradients through that path against the CPU's (which composes them).
+TEST(CudaNormBackward, HalfGradientOfAnF32NormUnderAutocast) {
+  KILN_REQUIRE_CUDA();
+  const auto normal = kiln::Distribution::normal(0.0, 1.0);
+  struct Grads {
+    std::vector<float> dx, dw, db;
+  };
+  const auto run_on = [&](kiln::Device dev) {
+    const auto x = (Tensor<2>::random({64, 768}, normal, kiln::Device::cpu(), 11) + 0.5).to(dev);
+    const auto w = Tensor<1>::random({768}, normal, kiln::Device::cpu(), 12).to(dev);
+    const auto b = Tensor<1>::random({768}, normal, kiln::Device::cpu(), 13).to(dev);
+    const auto m = Tensor<2>::random({768, 96}, normal, kiln::Device::cpu(), 14).to(dev);
+    x.requires_grad(true);
+    w.requires_grad(true);
+    b.requires_grad(true);
+    Tensor<0> loss;
+    {
+      kiln::Autocast on(DType::bf16);
+      const auto y = kiln::layer_norm(x, w, b);        // f32 (autocast's f32 list)
+      loss = kiln::matmul(y, m).to(DType::f32).sum();  // a bf16 product of y
+    }
+    loss.backward();
+    const auto host = [](const auto& t) {
+      return t->to(DType::f32).to(kiln::Device::cpu()).template to_vector<float>();
+    };
+    return Grads{host(x.grad()), host(w.grad()), host(b.grad())};
+  };
+  const Grads cuda = run_on(kiln::Device::cuda(0)), cpu = run_on(kiln::Device::cpu());
+  const auto close = [](const char* what, const std::vector<float>& got,
+                        const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double scale = 0, worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      scale = std::max(scale, std::abs(double{want[i]}));
+      worst = std::max(worst, std::abs(double{got[i]} - want[i]));
+    }
+    EXPECT_LE(worst, 1e-2 * scale) << what;  // bf16 products on both, summed in other orders
+  };
+  close("dx", cuda.dx, cpu.dx);
+  close("dw", cuda.dw, cpu.dw);
+  close("db", cuda.db, cpu.db);
 }
 
 }  // namespace

@@ -308,7 +308,8 @@ class Backend {
   virtual void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,
                     const RowStats& stats) = 0;
   // The gradients of layer_norm or rms_norm (version 9) from x (contiguous, as rows() read it),
-  // g, the gradient of y (x's shape and dtype, contiguous), the weight the forward read (or
+  // g, the gradient of y (x's shape and dtype, or bf16 or f16 for an f32 x: autocast's gradient
+  // as a half-type product left it; contiguous), the weight the forward read (or
   // none: 1) and the stats it wrote (mean for layer_norm only, rstd; f32 [rows] contiguous):
   //   xhat = (x - mean) rstd (rms_norm: x rstd), dxhat = g weight,
   //   dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat))  (rms_norm: no mean(dxhat) term)

@@ -13,8 +13,8 @@
 //             (ValueError) when rows exist
 // and of Backend::norm_backward, likewise:
 //   op        layer_norm or rms_norm (ValueError)
-//   x         as rows()'s, and contiguous (ValueError); g x's shape (ShapeError) and dtype
-//             (DTypeError), contiguous
+//   x         as rows()'s, and contiguous (ValueError); g x's shape (ShapeError) and dtype, or bf16
+//             or f16 for an f32 x (DTypeError), contiguous
 //   weight    as rows()'s; mean (layer_norm only, required) and rstd (required) as rows()'s stats
 //   grads     dx x's shape and dtype, dw and db [n] of x's dtype, contiguous; dw only with a
 //             weight, db only for layer_norm (ValueError)
@@ -95,14 +95,15 @@ void check_stat(const char* op, const char* what, const TensorImpl* s, const Ten
 }
 const TensorImpl* stat(const std::optional<Out>& s) { return s ? &**s : nullptr; }
 
-// t of `shape` and x's dtype, contiguous.
+// t of `shape` and x's dtype (or, where half_of_f32 allows it, a half type for an f32 x),
+// contiguous.
 void check_like(const char* op, const char* what, const TensorImpl& t, const Dims& shape,
-                const TensorImpl& x) {
+                const TensorImpl& x, bool half_of_f32 = false) {
   if (t.shape != shape) {
     throw ShapeError(fmt::format("{}: {} {} must have shape {}", op, what, format_dims(t.shape),
                                  format_dims(shape)));
   }
-  if (t.dtype != x.dtype) {
+  if (t.dtype != x.dtype && !(half_of_f32 && x.dtype == DType::f32 && is_half(t.dtype))) {
     throw DTypeError(fmt::format("{}: {} is {} but x is {}", op, what, dtype_name(t.dtype),
                                  dtype_name(x.dtype)));
   }
@@ -169,7 +170,7 @@ RowView check_norm_backward_call(RowOp op, const TensorImpl& x, const TensorImpl
   if (!row_op_normalises(op)) throw ValueError(fmt::format("{}: not a norm", name));
   check_x(name.c_str(), x);
   if (!x.is_contiguous()) throw ValueError(fmt::format("{}: x must be contiguous", name));
-  check_like(name.c_str(), "g", g, x.shape, x);
+  check_like(name.c_str(), "g", g, x.shape, x, /*half_of_f32=*/true);
   check_param(name.c_str(), "weight", weight, x);
   const bool layer = op == RowOp::layer_norm;
   if (layer != (mean != nullptr)) {

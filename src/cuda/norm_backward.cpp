@@ -14,6 +14,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "cuda/cuda_ops.hpp"
 #include "cuda/device_memory.hpp"
@@ -41,24 +44,24 @@ void for_each_shape(DType t, F&& f) {
       if (k * v <= kMaxHeld) f(v, k);
 }
 
-std::string source_of(DType t) {
-  const char* T = ir::cuda_storage_type(t);
+std::string source_of(DType t, DType g) {
+  const char *T = ir::cuda_storage_type(t), *G = ir::cuda_storage_type(g);
   std::string s = ir::cuda_prelude() + std::string(embed::cuda_kernels_rows_cuh) +
                   std::string(embed::cuda_kernels_norm_backward_cuh);
   for_each_shape(t, [&](int v, int k) {
     s += fmt::format(
-        "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2}* x, const {2}* g, "
+        "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2}* x, const {5}* g, "
         "const {2}* w, const float* mean, const float* rstd, {2}* dx, float* part_w, float* "
         "part_b, long long rows, long long n) {{\n"
-        "  kn::norm_backward<{2}, {3}, {4}>(x, g, w, mean, rstd, dx, part_w, part_b, rows, n);\n"
-        "}}\n",
-        kMaxThreads, norm_backward_kernel_name(t, v, k), T, v, k);
+        "  kn::norm_backward<{2}, {5}, {3}, {4}>(x, g, w, mean, rstd, dx, part_w, part_b, rows, "
+        "n);\n}}\n",
+        kMaxThreads, norm_backward_kernel_name(t, g, v, k), T, v, k, G);
   });
   s += fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const float* part_w, const float* "
       "part_b, {2}* dw, {2}* db, long long parts, long long n) {{\n"
       "  kn::norm_backward_finish<{2}>(part_w, part_b, dw, db, parts, n);\n}}\n",
-      kFinishColumns * kFinishLanes, norm_backward_kernel_name(t, 0, 0), T);
+      kFinishColumns * kFinishLanes, norm_backward_kernel_name(t, g, 0, 0), T);
   return s;
 }
 
@@ -88,22 +91,27 @@ void* data(const TensorImpl* t) { return t ? t->data() : nullptr; }
 
 }  // namespace
 
-std::string norm_backward_kernel_name(DType t, int v, int k) {
-  return k ? fmt::format("kiln_norm_backward_{}_v{}_k{}", dtype_name(t), v, k)
-           : fmt::format("kiln_norm_backward_{}_finish", dtype_name(t));
+std::string norm_backward_kernel_name(DType t, DType g, int v, int k) {
+  const std::string types =
+      g == t ? dtype_name(t) : fmt::format("{}_g{}", dtype_name(t), dtype_name(g));
+  return k ? fmt::format("kiln_norm_backward_{}_v{}_k{}", types, v, k)
+           : fmt::format("kiln_norm_backward_{}_finish", types);
 }
 
-std::vector<std::string> norm_backward_kernel_names(DType t) {
+std::vector<std::string> norm_backward_kernel_names(DType t, DType g) {
   std::vector<std::string> names;
-  for_each_shape(t, [&](int v, int k) { names.push_back(norm_backward_kernel_name(t, v, k)); });
-  names.push_back(norm_backward_kernel_name(t, 0, 0));
+  for_each_shape(t, [&](int v, int k) { names.push_back(norm_backward_kernel_name(t, g, v, k)); });
+  names.push_back(norm_backward_kernel_name(t, g, 0, 0));
   return names;
 }
 
-const std::string& norm_backward_source(DType t) {
-  static const std::string f32 = source_of(DType::f32), bf16 = source_of(DType::bf16),
-                           f16 = source_of(DType::f16);
-  return t == DType::bf16 ? bf16 : t == DType::f16 ? f16 : f32;
+const std::string& norm_backward_source(DType t, DType g) {
+  static std::mutex mu;
+  static std::map<std::pair<DType, DType>, std::string> sources;
+  const std::lock_guard lock(mu);
+  std::string& s = sources[{t, g}];
+  if (s.empty()) s = source_of(t, g);
+  return s;
 }
 
 bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const TensorImpl& g,
@@ -124,7 +132,7 @@ bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const Te
   const long long per_sm = std::max(2LL, 1024LL / shape.threads);
   const auto blocks =
       static_cast<unsigned>(std::min<long long>(view.rows, per_sm * std::max(1, ctx.sm_count)));
-  const std::string& source = norm_backward_source(x.dtype);
+  const std::string& source = norm_backward_source(x.dtype, g.dtype);
   const std::size_t part_bytes = static_cast<std::size_t>(blocks) * view.n * sizeof(float);
   const auto part_w = dw ? device_alloc(ctx, part_bytes) : nullptr;
   const auto part_b = db ? device_alloc(ctx, part_bytes) : nullptr;
@@ -141,13 +149,15 @@ bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const Te
     args.pointer(part_b ? part_b->data() : nullptr);
     args.value(static_cast<long long>(view.rows));
     args.value(static_cast<long long>(view.n));
-    cudaKernel_t kernel = cached_kernel(source, "kiln_norm_backward.cu",
-                                        norm_backward_kernel_name(x.dtype, v, shape.k), ctx.arch());
+    cudaKernel_t kernel =
+        cached_kernel(source, "kiln_norm_backward.cu",
+                      norm_backward_kernel_name(x.dtype, g.dtype, v, shape.k), ctx.arch());
     launch(ctx, kernel, blocks, shape.threads, args.pointers());
   }
   if (!dw && !db) return true;
-  cudaKernel_t finish = cached_kernel(source, "kiln_norm_backward.cu",
-                                      norm_backward_kernel_name(x.dtype, 0, 0), ctx.arch());
+  cudaKernel_t finish =
+      cached_kernel(source, "kiln_norm_backward.cu",
+                    norm_backward_kernel_name(x.dtype, g.dtype, 0, 0), ctx.arch());
   KernelArgs fargs;
   fargs.pointer(part_w ? part_w->data() : nullptr);
   fargs.pointer(part_b ? part_b->data() : nullptr);

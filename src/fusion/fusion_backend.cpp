@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,25 @@ bool reduce_with_prologue(detail::Backend& inner, Group& g, detail::ReduceOp op,
   trace_reduction(inner.device(), op, dim, g, plan, found.hit);
   count_reduction(plan, found.hit, in);
   return true;
+}
+
+// The tensor in memory that g is computed from as cast(it) to f32, seen with g's shape, where g
+// is a pending result of the open group whose node is a cast of one of its inputs: a contiguous
+// half-type tensor of g's elements, x being f32. nullopt otherwise.
+std::optional<detail::TensorImpl> cast_source(const Group& group, const detail::TensorImpl& g,
+                                              const detail::TensorImpl& x) {
+  if (x.dtype != DType::f32 || !group.reads_in_registers(g)) return std::nullopt;
+  const PendingBuffer* p = unbound(g);
+  if (p->numel() != g.numel()) return std::nullopt;  // g is all of its buffer
+  const ir::Node& node = group.program.nodes[static_cast<std::size_t>(p->node)];
+  if (node.op != ir::Op::cast) return std::nullopt;
+  const ir::Node& in = group.program.nodes[static_cast<std::size_t>(node.a)];
+  if (in.op != ir::Op::input) return std::nullopt;
+  detail::TensorImpl s = group.inputs[static_cast<std::size_t>(in.a)];
+  if (!is_half(s.dtype) || !s.is_contiguous() || s.numel() != g.numel()) return std::nullopt;
+  s.shape = g.shape;
+  s.strides = g.strides;
+  return s;
 }
 
 }  // namespace
@@ -211,7 +231,23 @@ bool Fusion::norm_backward(detail::RowOp op, const detail::TensorImpl& x,
                            const detail::TensorImpl& g, const detail::TensorImpl* weight,
                            const detail::TensorImpl* mean, const detail::TensorImpl& rstd,
                            const detail::NormGrads& grads) {
-  flush();
+  {
+    // g pending as an f32 cast of a half tensor in memory (autocast's gradient of an f32 norm's
+    // output: a bf16 product's, cast up): the kernel reads the half tensor instead, and the group
+    // stays open, so the f32 g is written only if a handle to it is still alive when it closes.
+    std::lock_guard lock(mu_);
+    const std::optional<detail::TensorImpl> source = cast_source(group_, g, x);
+    if (source && !group_.reads_in_registers(x) && !group_.reads_in_registers(rstd) &&
+        !(weight && group_.reads_in_registers(*weight)) &&
+        !(mean && group_.reads_in_registers(*mean))) {
+      for (const detail::TensorImpl* t : {&x, weight, mean, &rstd})
+        if (t) require_memory(*t);
+      for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db})
+        if (o) bind(**o);
+      if (inner().norm_backward(op, x, *source, weight, mean, rstd, grads)) return true;
+    }
+    flush_locked();
+  }
   for (const detail::TensorImpl* t : {&x, &g, weight, mean, &rstd})
     if (t) require_memory(*t);
   for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db})

@@ -3,7 +3,10 @@
 //
 // CUDA C compiled by NVRTC at run time after the prelude and kernels/rows.cuh (whose load, store
 // and put it uses); src/cuda/norm_backward.cpp generates the extern "C" entry points (kn::
-// templates instantiated per dtype T, load width V and loads a thread holds K).
+// templates instantiated per dtype T of x, w and dx, dtype G of g, load width V and loads a
+// thread holds K). G is T, or a half type for an f32 T: autocast's gradient of an f32 norm's
+// output arrives as a bf16 product's, and the fusion decorator hands over that rather than
+// writing its f32 cast.
 //
 // norm_backward: one block per row at a time (a grid-stride loop over rows); thread t holds the
 // row's loads j = t + k * blockDim.x (k < K) of V elements in registers, so x and g are read once:
@@ -35,8 +38,23 @@ __device__ __forceinline__ void block_sum2(float& a, float& c, float2* sh) {
   }
 }
 
-template <class T, int V, int K>
-__device__ void norm_backward(const T* __restrict__ x, const T* __restrict__ g,
+// V elements of g at p into v: 16 bytes of them (kr::load), 8 (a half-type g of an f32 row: V = 4),
+// or one.
+template <int V, class G>
+__device__ __forceinline__ void load_g(const G* p, float* v) {
+  if constexpr (V == 1 || V * sizeof(G) == 16) {
+    kr::load<V>(p, v);
+  } else {
+    static_assert(V * sizeof(G) == 8, "a load of g is 16, 8 or one element's bytes");
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    const G* e = reinterpret_cast<const G*>(&u);
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] = kr::f32(e[i]);
+  }
+}
+
+template <class T, class G, int V, int K>
+__device__ void norm_backward(const T* __restrict__ x, const G* __restrict__ g,
                               const T* __restrict__ w, const float* __restrict__ mean,
                               const float* __restrict__ rstd, T* __restrict__ dx,
                               float* __restrict__ part_w, float* __restrict__ part_b,
@@ -61,7 +79,7 @@ __device__ void norm_backward(const T* __restrict__ x, const T* __restrict__ g,
       const long long j = threadIdx.x + (long long)k * blockDim.x;
       if (j < W) {
         kr::load<V>(x + r * n + j * V, xh[k]);
-        kr::load<V>(g + r * n + j * V, gv[k]);
+        load_g<V>(g + r * n + j * V, gv[k]);
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           xh[k][i] = (xh[k][i] - m) * s;

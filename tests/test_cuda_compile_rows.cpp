@@ -39,11 +39,3 @@ TEST(CudaCompileRows, EveryNormBackwardEntryPoint) {
     EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_norm_backward.cu", "sm_90").size(), 0u);
   }
 }
-
-// The sum of squares over many tensors (src/cuda/kernels/sum_of_squares.cuh and its entry points).
-TEST(CudaCompileRows, SumOfSquares) {
-  const std::string& src = kiln::cuda::sum_of_squares_source();
-  for (const char* k : {"kiln_sum_of_squares", "kiln_sum_of_squares_finish"})
-    EXPECT_NE(src.find(std::string(" ") + k + "("), std::string::npos) << k;
-  EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_sum_of_squares.cu", "sm_90").size(), 0u);
-}

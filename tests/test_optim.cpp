@@ -277,3 +277,76 @@ TEST(Optim, AdamWUpdateIsOneFusedKernelPerParameter) {
 
 }  // namespace
 #endif
+
+namespace {
+
+// Twenty parameters of 1 to 40001 elements (more than one CUDA multi-tensor launch, sizes that are
+// no multiple of its vectors or chunks) under AdamW with clipping and a scale_grads factor, three
+// steps, against float64: the multi-tensor kernel where the device has one, the per-parameter
+// expressions elsewhere.
+struct Many : nn::Module {
+  std::vector<nn::Parameter<1>> ps;
+  Many(const std::vector<std::vector<float>>& init, kiln::Device d) {
+    ps.reserve(init.size());  // registered parameters must not move
+    for (std::size_t i = 0; i < init.size(); ++i) {
+      ps.emplace_back(
+          Tensor<1>::from_data(init[i], {static_cast<std::int64_t>(init[i].size())}, d));
+      register_parameter("p" + std::to_string(i), ps.back());
+    }
+  }
+};
+
+TEST_P(OptimTest, AdamWOverManyParametersWithClippingAgainstFloat64) {
+  const std::int64_t sizes[] = {1, 3, 16, 17, 768, 1000, 16385, 40001, 5, 2};
+  std::vector<std::vector<float>> init;
+  for (int i = 0; i < 20; ++i) init.push_back(kt::uniform(sizes[i % 10] + i, -1, 1, rng()));
+  Many m(init, dev());
+  const optim::AdamWOptions o{
+      .lr = 0.05, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+  optim::AdamW opt(m.parameters(), o);
+  std::vector<std::vector<double>> p, mo, v;
+  for (const auto& x : init) {
+    p.emplace_back(x.begin(), x.end());
+    mo.emplace_back(x.size());
+    v.emplace_back(x.size());
+  }
+  const double factor = 0.5, max_norm = 3.0;
+  for (int k = 0; k < 3; ++k) {
+    // Gradients c_i (known): the loss sum(p_i * c_i), scaled by 1 / factor.
+    std::vector<std::vector<float>> cs;
+    Tensor<0> loss = Tensor<0>::zeros({}, DType::f32, dev());
+    for (std::size_t i = 0; i < m.ps.size(); ++i) {
+      cs.push_back(kt::uniform(init[i].size(), -2, 2, rng()));
+      const auto c =
+          Tensor<1>::from_data(cs.back(), {static_cast<std::int64_t>(cs.back().size())}, dev());
+      loss = loss + (m.ps[i].tensor() * c).sum() * static_cast<float>(1.0 / factor);
+    }
+    loss.backward();
+    opt.scale_grads(factor);
+    opt.clip_grad_norm(max_norm);
+    opt.step();
+    opt.zero_grad();
+    double norm = 0;
+    for (const auto& c : cs)
+      for (float g : c) norm += double{g} * g;
+    const double coef = std::min(max_norm / (std::sqrt(norm) + 1e-6), 1.0), t = k + 1;
+    const double bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      for (std::size_t j = 0; j < p[i].size(); ++j) {
+        const double g = cs[i][j] * coef;
+        p[i][j] *= 1 - o.lr * o.weight_decay;
+        mo[i][j] = o.beta1 * mo[i][j] + (1 - o.beta1) * g;
+        v[i][j] = o.beta2 * v[i][j] + (1 - o.beta2) * g * g;
+        p[i][j] -= o.lr / bc1 * mo[i][j] / (std::sqrt(v[i][j]) / std::sqrt(bc2) + o.eps);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const auto got = kt::host_values(m.ps[i].tensor());
+    ASSERT_EQ(got.size(), p[i].size());
+    for (std::size_t j = 0; j < got.size(); ++j)
+      ASSERT_NEAR(got[j], p[i][j], 2e-5 + 2e-5 * std::fabs(p[i][j])) << i << " " << j;
+  }
+}
+
+}  // namespace

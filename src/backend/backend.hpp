@@ -58,6 +58,26 @@ DType reduce_result_dtype(ReduceOp op, DType in);
 // Throws (IndexError, ShapeError, DTypeError, ValueError) unless reduce(op, x, dim, out) meets
 // Backend::reduce's contract below.
 void check_reduce_call(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out);
+// One parameter of Backend::adamw: its tensors and where their new values go (rule as for Out).
+struct AdamWTensors {
+  const TensorImpl* param;
+  const TensorImpl* grad;
+  const TensorImpl* m;  // the moments, or both null at the first step (zero)
+  const TensorImpl* v;
+  Out new_param, new_m, new_v;
+};
+// AdamW's hyper-parameters for one Backend::adamw call: bias1 = 1 - beta1^t, bias2 = 1 -
+// beta2^t; every gradient is read multiplied by factor and by clip[0] (an f32 scalar on the
+// device, or null for 1).
+struct AdamWScalars {
+  double lr, weight_decay, beta1, beta2, eps, bias1, bias2, factor;
+  const TensorImpl* clip;
+};
+// Throws (DTypeError, ShapeError, ValueError) unless adamw(params, scalars) meets Backend::adamw's
+// contract: every tensor f32 and contiguous, grad, m, v and the outputs of param's shape, m and v
+// both given or both null, clip (if any) one f32 element.
+void check_adamw_call(std::span<const AdamWTensors> params, const AdamWScalars& s);
+
 // Throws (DTypeError, ShapeError, ValueError) unless sum_of_squares(xs, total) meets
 // Backend::sum_of_squares's contract: every x f32, bf16 or f16 and contiguous; total a contiguous
 // f32 tensor of one element that is none of the xs.
@@ -286,6 +306,17 @@ class Backend {
     (void)xs, (void)total;
     return false;
   }
+  // AdamW's update of many parameters at once, out of place (version 9; a multi-tensor optimizer
+  // step): for each, with g = grad * factor * clip,
+  //   m' = beta1 m + (1 - beta1) g,  v' = beta2 v + (1 - beta2) g^2,
+  //   p' = p (1 - lr weight_decay) - lr / bias1 * m' / (sqrt(v') / sqrt(bias2) + eps)
+  // in f32, written to new_m, new_v and new_param. Returns false, writing nothing, where this
+  // backend has no such kernel (the default): the optimizer then updates each parameter with
+  // element-wise calls. A call with no parameters does nothing and answers that question.
+  virtual bool adamw(std::span<const AdamWTensors> params, const AdamWScalars& scalars) {
+    (void)params, (void)scalars;
+    return false;
+  }
   // out[b] = a[b] @ c[b] for a [B, m, k], c [B, k, n], out [B, m, n] contiguous; a and c may
   // have any strides (stride 0 on a broadcast batch).
   virtual void matmul(const TensorImpl& a, const TensorImpl& c, Out out) = 0;
@@ -390,6 +421,9 @@ class Decorator : public Backend {
   }
   bool reduce_prologue(ReduceOp op, const Prologue& p, int dim, Out out) override {
     return inner_.reduce_prologue(op, p, dim, out);
+  }
+  bool adamw(std::span<const AdamWTensors> params, const AdamWScalars& scalars) override {
+    return inner_.adamw(params, scalars);
   }
   bool sum_of_squares(std::span<const TensorImpl* const> xs, Out total) override {
     return inner_.sum_of_squares(xs, total);

@@ -68,4 +68,31 @@ void check_sum_of_squares_call(std::span<const TensorImpl* const> xs, const Tens
   }
 }
 
+void check_adamw_call(std::span<const AdamWTensors> params, const AdamWScalars& s) {
+  const auto check = [](const TensorImpl& t, const Dims& shape, const char* what) {
+    if (t.dtype != DType::f32)
+      throw DTypeError(std::string("adamw: ") + what + " must be f32, got " + dtype_name(t.dtype));
+    if (t.shape != shape) {
+      throw ShapeError(std::string("adamw: ") + what + " " + format_dims(t.shape) +
+                       " must have the parameter's shape " + format_dims(shape));
+    }
+    if (!t.is_contiguous()) throw ValueError(std::string("adamw: ") + what + " must be contiguous");
+  };
+  for (const AdamWTensors& p : params) {
+    if (!p.param || !p.grad)
+      throw ValueError("adamw: every parameter needs its tensor and gradient");
+    if (!p.m != !p.v) throw ValueError("adamw: the moments m and v are both given or both absent");
+    const Dims& shape = p.param->shape;
+    check(*p.param, shape, "param");
+    check(*p.grad, shape, "grad");
+    if (p.m) check(*p.m, shape, "m");
+    if (p.v) check(*p.v, shape, "v");
+    check(*p.new_param, shape, "new_param");
+    check(*p.new_m, shape, "new_m");
+    check(*p.new_v, shape, "new_v");
+  }
+  if (s.clip && (s.clip->dtype != DType::f32 || s.clip->numel() != 1))
+    throw ShapeError("adamw: clip must be one f32 element");
+}
+
 }  // namespace kiln::detail

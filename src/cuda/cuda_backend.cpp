@@ -81,6 +81,11 @@ void CudaBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim
   cuda::index(ctx_, op, x, dim, index, src, *out);
 }
 
+bool CudaBackend::adamw(std::span<const detail::AdamWTensors> params,
+                        const detail::AdamWScalars& scalars) {
+  return cuda::adamw(ctx_, params, scalars);
+}
+
 bool CudaBackend::sum_of_squares(std::span<const detail::TensorImpl* const> xs, detail::Out total) {
   return cuda::sum_of_squares(ctx_, xs, *total);
 }

@@ -30,6 +30,8 @@ class CudaBackend final : public detail::Backend {
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,
              detail::Out out) override;
+  bool adamw(std::span<const detail::AdamWTensors> params,
+             const detail::AdamWScalars& scalars) override;
   bool sum_of_squares(std::span<const detail::TensorImpl* const> xs, detail::Out total) override;
   void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
             detail::Out y, const detail::RowStats& stats) override;

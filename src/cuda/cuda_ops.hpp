@@ -31,6 +31,12 @@ void reduce(Context& ctx, detail::ReduceOp op, const TensorImpl& x, int dim, con
 bool reduce_prologue(Context& ctx, detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                      const TensorImpl& out);
 
+// adamw.cpp: Backend::adamw (kernels/adamw.cuh), queued without a host sync; the source of its
+// kernel, for the NVRTC compile test.
+bool adamw(Context& ctx, std::span<const detail::AdamWTensors> params,
+           const detail::AdamWScalars& scalars);
+const std::string& adamw_source();
+
 // sum_of_squares.cpp: Backend::sum_of_squares (kernels/sum_of_squares.cuh), queued without a
 // host sync; the source of its two kernels, for the NVRTC compile test.
 bool sum_of_squares(Context& ctx, std::span<const TensorImpl* const> xs, const TensorImpl& total);

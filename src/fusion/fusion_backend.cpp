@@ -183,6 +183,18 @@ void Fusion::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
   inner().index(op, x, dim, index, src, out);
 }
 
+bool Fusion::adamw(std::span<const detail::AdamWTensors> params,
+                   const detail::AdamWScalars& scalars) {
+  flush();
+  if (scalars.clip) require_memory(*scalars.clip);
+  for (const detail::AdamWTensors& p : params) {
+    for (const detail::TensorImpl* t : {p.param, p.grad, p.m, p.v})
+      if (t) require_memory(*t);
+    for (const detail::Out& o : {p.new_param, p.new_m, p.new_v}) bind(*o);
+  }
+  return inner().adamw(params, scalars);
+}
+
 bool Fusion::sum_of_squares(std::span<const detail::TensorImpl* const> xs, detail::Out total) {
   flush();
   for (const detail::TensorImpl* x : xs) require_memory(*x);

@@ -43,6 +43,9 @@ class Fusion final : public detail::Decorator {
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,
              detail::Out out) override;
+  // Closes the open group too: the update reads every tensor from memory.
+  bool adamw(std::span<const detail::AdamWTensors> params,
+             const detail::AdamWScalars& scalars) override;
   // Closes the open group too: the sum reads every x from memory.
   bool sum_of_squares(std::span<const detail::TensorImpl* const> xs, detail::Out total) override;
   // Closes the open group too: a row op reads whole rows of x from memory (the group's pending

@@ -48,18 +48,25 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_de
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  std::vector<Item> items;
   for (const auto& g : groups_) {
+    items.clear();
     for (const auto& p : g.params) {
       auto grad = detail::grad(p.handle());
       if (!grad) continue;
+      auto& state = state_[p.slot().get()];
+      ++state.step;
+      items.push_back({&p, std::move(grad), &state});
+    }
+    if (items.empty() || update_all(g, items, grad_factor_, clip_coef_)) continue;
+    for (const Item& it : items) {
+      auto grad = it.grad;
       const DType dtype = detail::dtype(grad);
       if (grad_factor_ != 1.0)
         grad = detail::binary(detail::Binary::mul, grad, detail::Scalar{grad_factor_, false});
       if (clip_coef_) grad = detail::binary(detail::Binary::mul, grad, clip_coef_->handle());
       if (detail::dtype(grad) != dtype) grad = detail::cast(grad, dtype);
-      auto& state = state_[p.slot().get()];
-      ++state.step;
-      p.assign(update(g, state, p.handle(), grad));
+      it.param->assign(update(g, *it.state, it.param->handle(), grad));
     }
   }
   clip_coef_.reset();

@@ -84,6 +84,22 @@ Handle cast(const Handle& x, DType to);
 // as size 1 when keepdim, else drops it; reduce_all gives a rank-0 tensor.
 Handle reduce(Reduction op, const Handle& x, int dim, bool keepdim);
 Handle reduce_all(Reduction op, const Handle& x);
+// AdamW's update of many f32 parameters at once (Backend::adamw, a multi-tensor kernel): for each
+// input its new param, m and v, as src/optim/adamw.cpp's expressions compute them. Empty, with
+// nothing done, where the device's backend has no such kernel or a tensor is not f32 and
+// contiguous: the optimizer then updates each parameter alone.
+struct AdamWInput {
+  Handle param, grad, m, v;  // m and v null at the first step
+};
+struct AdamWHyper {
+  double lr, weight_decay, beta1, beta2, eps, bias1, bias2, factor;  // bias1 = 1 - beta1^t
+  Handle clip;  // a device f32 scalar every gradient is multiplied by, or null
+};
+struct AdamWOutput {
+  Handle param, m, v;
+};
+std::vector<AdamWOutput> adamw_update(std::span<const AdamWInput> in, const AdamWHyper& h);
+
 // The sum of the squares of every element of every x, f32 (a model's gradient norm, squared):
 // one Backend::sum_of_squares call where the backend has it, else one sum per x added at the end.
 // The xs share a device and are f32, bf16 or f16; at least one.

@@ -27,6 +27,10 @@ class AdamW : public Optimizer {
  private:
   detail::Handle update(const ParamGroup& group, State& state, const detail::Handle& param,
                         const detail::Handle& grad) override;
+  // One multi-tensor kernel for the group where the device has one (CUDA), its parameters f32
+  // and at one step count.
+  bool update_all(const ParamGroup& group, std::span<const Item> items, double factor,
+                  const std::optional<Tensor<0>>& clip) override;
   AdamWOptions options_;
 };
 

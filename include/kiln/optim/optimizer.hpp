@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "kiln/nn/module.hpp"
@@ -73,6 +74,22 @@ class Optimizer {
   // One parameter's update: returns its new value (the slot is rebound by step()).
   virtual detail::Handle update(const ParamGroup& group, State& state, const detail::Handle& param,
                                 const detail::Handle& grad) = 0;
+  // A parameter of a group's step, with its gradient as backward left it (step() has counted the
+  // step in state).
+  struct Item {
+    const nn::AnyParameter* param;
+    detail::Handle grad;
+    State* state;
+  };
+  // Every parameter of a group at once (a multi-tensor kernel), reading each gradient multiplied
+  // by factor and by clip (a device scalar, or none); rebinds the parameters and updates the
+  // state. Returns false, having changed nothing, where it cannot (the default): step() then
+  // calls update() per parameter.
+  virtual bool update_all(const ParamGroup& group, std::span<const Item> items, double factor,
+                          const std::optional<Tensor<0>>& clip) {
+    (void)group, (void)items, (void)factor, (void)clip;
+    return false;
+  }
 
  private:
   std::vector<ParamGroup> groups_;

@@ -84,20 +84,6 @@ Ref reference(const Case& c, const std::vector<double>& q, const std::vector<dou
   return r;
 }
 
-// The largest |got - want| relative to the largest |want| (plus 1e-3 absolute slack).
-void expect_close(const char* what, const std::vector<double>& got, const std::vector<double>& want,
-                  double tol) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0, worst = 0;
-  for (double w : want) scale = std::max(scale, std::abs(w));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << " element " << i << " is NaN (not written?)";
-    worst = std::max(worst, std::abs(got[i] - want[i]));
-  }
-  EXPECT_LE(worst, tol * scale + 1e-3)
-      << what << ": largest error " << worst << ", scale " << scale;
-}
-
 void run(const Case& c) {
   SCOPED_TRACE(::testing::Message() << kiln::dtype_name(c.dtype) << " b" << c.b << " h" << c.h
                                     << " tq" << c.tq << " tk" << c.tk << " d" << c.d
@@ -143,13 +129,13 @@ void run(const Case& c) {
             backward);
   const Ref r = reference(c, host(q), host(k), host(v), host(g), s);
   const double tol = c.dtype == DType::f32 ? 4e-3 : c.dtype == DType::bf16 ? 3e-2 : 6e-3;
-  expect_close("o", host(o), r.o, tol);
+  kt::expect_close_to_scale("o", host(o), r.o, tol, 1e-3);
   const auto l = lse.to(kiln::Device::cpu()).to_vector<float>();
-  expect_close("lse", std::vector<double>(l.begin(), l.end()), r.lse, 1e-4);
+  kt::expect_close_to_scale("lse", std::vector<double>(l.begin(), l.end()), r.lse, 1e-4, 1e-3);
   if (!backward) return;
-  expect_close("dq", host(dq), r.dq, 2 * tol);
-  expect_close("dk", host(dk), r.dk, 2 * tol);
-  expect_close("dv", host(dv), r.dv, 2 * tol);
+  kt::expect_close_to_scale("dq", host(dq), r.dq, 2 * tol, 1e-3);
+  kt::expect_close_to_scale("dk", host(dk), r.dk, 2 * tol, 1e-3);
+  kt::expect_close_to_scale("dv", host(dv), r.dv, 2 * tol, 1e-3);
 }
 
 TEST(CudaAttention, ForwardAndBackwardAgainstFloat64) {

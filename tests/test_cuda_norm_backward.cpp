@@ -41,21 +41,6 @@ std::vector<double> host(const Tensor<1>& t) {
   return {v.begin(), v.end()};
 }
 
-// The largest |got - want| relative to the largest |want| (plus 1e-5 absolute slack); a NaN is an
-// element never written.
-void expect_close(const char* what, const std::vector<double>& got, const std::vector<double>& want,
-                  double tol) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0, worst = 0;
-  for (double w : want) scale = std::max(scale, std::abs(w));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << " element " << i << " is NaN (not written?)";
-    worst = std::max(worst, std::abs(got[i] - want[i]));
-  }
-  EXPECT_LE(worst, tol * scale + 1e-5)
-      << what << ": largest error " << worst << ", scale " << scale;
-}
-
 void run(const Case& c) {
   SCOPED_TRACE(::testing::Message()
                << kiln::detail::row_op_name(c.op) << " " << kiln::dtype_name(c.dtype) << " ["
@@ -119,10 +104,10 @@ void run(const Case& c) {
                                c.weight ? w.handle().get() : nullptr,
                                layer ? mean_t.handle().get() : nullptr, *rstd_t.handle(), grads));
   const double tol = c.dtype == DType::f32 ? 1e-5 : c.dtype == DType::bf16 ? 8e-3 : 1e-3;
-  if (grads.dx) expect_close("dx", host(dx_t), dx, tol);
+  if (grads.dx) kt::expect_close_to_scale("dx", host(dx_t), dx, tol, 1e-5);
   // The parameters' sums over rows carry f32 rounding of every row's term.
-  if (grads.dw) expect_close("dw", host(dw_t), dw, std::max(tol, 1e-5));
-  if (grads.db) expect_close("db", host(db_t), db, std::max(tol, 1e-5));
+  if (grads.dw) kt::expect_close_to_scale("dw", host(dw_t), dw, std::max(tol, 1e-5), 1e-5);
+  if (grads.db) kt::expect_close_to_scale("db", host(db_t), db, std::max(tol, 1e-5), 1e-5);
 }
 
 TEST(CudaNormBackward, AgainstFloat64) {

@@ -284,6 +284,22 @@ class Ref {
 
 // ---- comparisons ----
 
+// Every got[i] within tol times the largest |want| plus `slack` of want[i] (a kernel's result
+// against a float64 reference, judged on the tensor's scale); a NaN is an element never written
+// (outputs start poisoned).
+inline void expect_close_to_scale(const char* what, const std::vector<double>& got,
+                                  const std::vector<double>& want, double tol, double slack) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0, worst = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << " element " << i << " is NaN (not written?)";
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+  }
+  EXPECT_LE(worst, tol * scale + slack)
+      << what << ": largest error " << worst << ", scale " << scale;
+}
+
 // Accepted error: within `ulp` float ULPs of the exact value, or `rel` relative, or `abs`.
 // Non-finite values must match exactly (NaN for NaN, the same infinity).
 struct Tol {

@@ -11,11 +11,21 @@
 TEST(CudaCompileRows, EveryEntryPointOfEveryDType) {
   for (kiln::DType t : {kiln::DType::f32, kiln::DType::bf16, kiln::DType::f16}) {
     SCOPED_TRACE(kiln::dtype_name(t));
-    const std::string& src = kiln::cuda::rows_source(t);
-    const auto names = kiln::cuda::rows_kernel_names(t);
+    const std::string& src = kiln::cuda::rows_source(t, t);
+    const auto names = kiln::cuda::rows_kernel_names(t, t);
     // {softmax, norm} x ({V = 1} x {stream, K = 1, 2, 4, 8} + {16 bytes} x {stream, K <= 32 / V})
     EXPECT_EQ(names.size(), 2u * (5u + (t == kiln::DType::f32 ? 5u : 4u)));
     for (const auto& k : names) EXPECT_NE(src.find(" " + k + "("), std::string::npos) << k;
+    EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_rows.cu", "sm_90").size(), 0u);
+  }
+  // The norms of f32 rows into a half y (8-byte stores at the f32 width).
+  for (kiln::DType y : {kiln::DType::bf16, kiln::DType::f16}) {
+    SCOPED_TRACE(std::string("f32 -> ") + kiln::dtype_name(y));
+    const std::string& src = kiln::cuda::rows_source(kiln::DType::f32, y);
+    const auto names = kiln::cuda::rows_kernel_names(kiln::DType::f32, y);
+    EXPECT_EQ(names.size(), 10u);
+    for (const auto& k : names) EXPECT_NE(src.find(" " + k + "("), std::string::npos) << k;
+    EXPECT_EQ(src.find("kr::softmax_"), std::string::npos);
     EXPECT_GT(kiln::cuda::compile_cubin(src, "kiln_rows.cu", "sm_90").size(), 0u);
   }
 }

@@ -171,3 +171,48 @@ TEST_P(RowsTest, NormsOverViews) {
 }
 
 }  // namespace
+
+namespace {
+
+// out_dtype: an f32 x's norm rounded to bf16 or f16 in its own pass is the f32 result cast,
+// bit for bit (rows that stream on CUDA and rows of one-element loads too), and its gradient is
+// the f32 path's; any other out_dtype is a DTypeError.
+TEST_P(RowsTest, NormsIntoAHalfResult) {
+  for (std::int64_t n : {7, 768, 100000}) {
+    const auto x = Tensor<2>::random({5, n}, kiln::Distribution::normal(0.5, 2.0), dev(), seed());
+    const auto w = Tensor<1>::random({n}, kiln::Distribution::normal(1.0, 0.5), dev(), seed());
+    const auto b = Tensor<1>::random({n}, kiln::Distribution::normal(0.0, 0.5), dev(), seed());
+    for (DType h : {DType::bf16, DType::f16}) {
+      SCOPED_TRACE(::testing::Message() << n << " " << kiln::dtype_name(h));
+      const auto ln = kiln::layer_norm(x, w, b, 1e-5, h);
+      const auto rms = kiln::rms_norm(x, w, 1e-6, h);
+      ASSERT_EQ(ln.dtype(), h);
+      EXPECT_EQ(ln.to(DType::f32).to_vector<float>(),
+                kiln::layer_norm(x, w, b).to(h).to(DType::f32).to_vector<float>());
+      EXPECT_EQ(rms.to(DType::f32).to_vector<float>(),
+                kiln::rms_norm(x, w).to(h).to(DType::f32).to_vector<float>());
+    }
+  }
+  // The gradients through a half result: those of the f32 result cast to it.
+  const auto x = Tensor<2>::random({6, 768}, kiln::Distribution::normal(0.5, 2.0), dev(), seed());
+  const auto c = Tensor<2>::random({6, 768}, kiln::Distribution::normal(0.0, 1.0), dev(), seed());
+  const auto w = Tensor<1>::random({768}, kiln::Distribution::normal(1.0, 0.5), dev(), seed());
+  std::vector<std::vector<float>> grads;
+  for (const bool fused : {true, false}) {
+    const auto xg = x.detach().requires_grad(true);
+    const auto wg = w.detach().requires_grad(true);
+    const auto y = fused ? kiln::layer_norm(xg, wg, std::nullopt, 1e-5, DType::bf16)
+                         : kiln::layer_norm(xg, wg).to(DType::bf16);
+    (y.to(DType::f32) * c).sum().backward();
+    grads.push_back(xg.grad()->to_vector<float>());
+    grads.push_back(wg.grad()->to_vector<float>());
+  }
+  EXPECT_EQ(grads[0], grads[2]);
+  EXPECT_EQ(grads[1], grads[3]);
+  const auto xb = x.to(DType::bf16);
+  EXPECT_THROW(kiln::layer_norm(xb, std::nullopt, std::nullopt, 1e-5, DType::f16),
+               kiln::DTypeError);
+  EXPECT_THROW(kiln::rms_norm(x, std::nullopt, 1e-6, DType::i32), kiln::DTypeError);
+}
+
+}  // namespace

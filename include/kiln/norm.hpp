@@ -1,7 +1,9 @@
 // Row normalisation over the last dim: layer_norm and rms_norm, as torch.nn.functional's
 // (normalized_shape = the last dim). Computed in f32 whatever x's dtype; a bf16/f16 result is
-// rounded once. weight and bias are [n] tensors of x's dtype, each optional. The *_with_stats
-// forms also return the per-row f32 statistics a backward pass needs. docs/ops.md says more.
+// rounded once. weight and bias are [n] tensors of x's dtype, each optional. out_dtype rounds the
+// f32 result of an f32 x to bf16 or f16 instead (once, in the same pass: what a half product
+// reading it would cast it to). The *_with_stats forms also return the per-row f32 statistics a
+// backward pass needs. docs/ops.md says more.
 #pragma once
 
 #include <optional>
@@ -31,9 +33,10 @@ inline Handle optional_handle(const std::optional<Tensor<1>>& t, const char* op)
 template <std::size_t D>
 requires(D >= 1) LayerNormResult<D> layer_norm_with_stats(
     const Tensor<D>& x, const std::optional<Tensor<1>>& weight = std::nullopt,
-    const std::optional<Tensor<1>>& bias = std::nullopt, double eps = 1e-5) {
+    const std::optional<Tensor<1>>& bias = std::nullopt, double eps = 1e-5,
+    std::optional<DType> out_dtype = std::nullopt) {
   auto r = detail::layer_norm(x.handle("layer_norm"), detail::optional_handle(weight, "layer_norm"),
-                              detail::optional_handle(bias, "layer_norm"), eps);
+                              detail::optional_handle(bias, "layer_norm"), eps, out_dtype);
   return {Tensor<D>(r.y), Tensor<D - 1>(r.mean), Tensor<D - 1>(r.rstd)};
 }
 
@@ -41,22 +44,26 @@ template <std::size_t D>
 requires(D >= 1) Tensor<D> layer_norm(const Tensor<D>& x,
                                       const std::optional<Tensor<1>>& weight = std::nullopt,
                                       const std::optional<Tensor<1>>& bias = std::nullopt,
-                                      double eps = 1e-5) {
-  return layer_norm_with_stats(x, weight, bias, eps).y;
+                                      double eps = 1e-5,
+                                      std::optional<DType> out_dtype = std::nullopt) {
+  return layer_norm_with_stats(x, weight, bias, eps, out_dtype).y;
 }
 
 template <std::size_t D>
 requires(D >= 1) RmsNormResult<D> rms_norm_with_stats(
-    const Tensor<D>& x, const std::optional<Tensor<1>>& weight = std::nullopt, double eps = 1e-6) {
-  auto r = detail::rms_norm(x.handle("rms_norm"), detail::optional_handle(weight, "rms_norm"), eps);
+    const Tensor<D>& x, const std::optional<Tensor<1>>& weight = std::nullopt, double eps = 1e-6,
+    std::optional<DType> out_dtype = std::nullopt) {
+  auto r = detail::rms_norm(x.handle("rms_norm"), detail::optional_handle(weight, "rms_norm"), eps,
+                            out_dtype);
   return {Tensor<D>(r.y), Tensor<D - 1>(r.rstd)};
 }
 
 template <std::size_t D>
 requires(D >= 1) Tensor<D> rms_norm(const Tensor<D>& x,
                                     const std::optional<Tensor<1>>& weight = std::nullopt,
-                                    double eps = 1e-6) {
-  return rms_norm_with_stats(x, weight, eps).y;
+                                    double eps = 1e-6,
+                                    std::optional<DType> out_dtype = std::nullopt) {
+  return rms_norm_with_stats(x, weight, eps, out_dtype).y;
 }
 
 }  // namespace kiln

@@ -136,7 +136,8 @@ class RowsNode final : public Node {
     // Contiguous x and g are seen as [rows, n], so that the weight's and bias's sums over the
     // rows read their programs inside the reduction too (a sum of a reshaped result could not).
     const bool flat = saved_[0]->is_contiguous() && g.is_contiguous();
-    if (flat && g.dtype == x_dtype_) {
+    // (A half g of an f32 x: a norm whose y was rounded to a half type, or autocast's gradient.)
+    if (flat && (g.dtype == x_dtype_ || (x_dtype_ == kF32 && is_half(g.dtype)))) {
       if (std::optional<std::vector<Handle>> r = kernel_backward(be, *saved_[0], g)) return *r;
     }
     const std::int64_t n = shape.back();

@@ -333,7 +333,8 @@ class Backend {
                      const TensorImpl* src, Out out) = 0;
   // The RowOp family (see RowOp) over x's last dim (version 5; logsumexp version 8): x f32, bf16 or
   // f16, of rank >= 1, read through its RowView (row_view); y contiguous, of x's shape and dtype
-  // (logsumexp: f32, of shape x.shape[:-1]); params and stats as
+  // (the norms of an f32 x: or bf16 or f16, rounded once; logsumexp: f32, of shape
+  // x.shape[:-1]); params and stats as
   // their types say. Rows of 0 elements are refused by the norms (no mean) and give an empty y for
   // the softmaxes. The call neither syncs nor reads back.
   virtual void rows(RowOp op, const TensorImpl& x, const RowParams& params, Out y,

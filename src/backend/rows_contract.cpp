@@ -3,8 +3,8 @@
 // bounds. What is checked:
 //   x         f32, bf16 or f16 (DTypeError), rank >= 1 (ShapeError), readable as rows (row_view:
 //             ValueError otherwise)
-//   y         x's shape (ShapeError) and dtype (DTypeError), contiguous (ValueError); logsumexp:
-//             f32 of shape x.shape[:-1]
+//   y         x's shape (ShapeError) and dtype (DTypeError; the norms of an f32 x may write bf16
+//             or f16), contiguous (ValueError); logsumexp: f32 of shape x.shape[:-1]
 //   params    softmax and log_softmax take no weight, bias or eps; rms_norm no bias (ValueError);
 //             weight and bias are [n] (ShapeError), x's dtype (DTypeError), contiguous; eps >= 0
 //   stats     norms only; mean for layer_norm only (ValueError); f32 (DTypeError), shape
@@ -127,7 +127,9 @@ RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, 
   const bool reduces = row_op_reduces(op);
   const DType y_dtype = reduces ? DType::f32 : x.dtype;
   const Dims y_shape = reduces ? Dims(x.shape.begin(), x.shape.end() - 1) : x.shape;
-  if (y.dtype != y_dtype) {
+  // A norm of an f32 x may round its y to a half type (what a half product reads next).
+  const bool half_y = row_op_normalises(op) && x.dtype == DType::f32 && is_half(y.dtype);
+  if (y.dtype != y_dtype && !half_y) {
     throw DTypeError(
         fmt::format("{}: y is {} but must be {}", name, dtype_name(y.dtype), dtype_name(y_dtype)));
   }

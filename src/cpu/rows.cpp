@@ -69,10 +69,10 @@ std::vector<float> param_f32(const detail::TensorImpl* p, const KernelTable& k) 
 struct Job {
   RowOp op;
   detail::RowView v;
-  DType t;
+  DType t, y_t;   // x's dtype, y's (a norm of an f32 x may write a half type)
   const char* x;  // element 0 of x
   char* y;
-  std::size_t size;  // bytes per element
+  std::size_t size;  // bytes per element of x
   const float *w, *b;
   double eps;
   float *mean, *rstd;
@@ -98,8 +98,8 @@ void row(const Job& j, std::int64_t r, float* load, float* work) {
     reinterpret_cast<float*>(j.y)[r] = static_cast<float>(static_cast<double>(m) + std::log(s));
     return;
   }
-  char* dst = j.y + static_cast<std::size_t>(r * n) * j.size;
-  float* out = j.t == DType::f32 ? reinterpret_cast<float*>(dst) : work;
+  char* dst = j.y + static_cast<std::size_t>(r * n) * dtype_size(j.y_t);
+  float* out = j.y_t == DType::f32 ? reinterpret_cast<float*>(dst) : work;
   const Lanes xl{xr};
   switch (j.op) {
     case RowOp::softmax:
@@ -142,7 +142,7 @@ void row(const Job& j, std::int64_t r, float* load, float* work) {
     case RowOp::logsumexp:
       break;  // (returned above: no row of y)
   }
-  if (j.t != DType::f32) j.k.f32_to_half(j.t, out, reinterpret_cast<std::uint16_t*>(dst), un);
+  if (j.y_t != DType::f32) j.k.f32_to_half(j.y_t, out, reinterpret_cast<std::uint16_t*>(dst), un);
 }
 
 }  // namespace
@@ -158,6 +158,7 @@ void rows(RowOp op, const detail::TensorImpl& x, const detail::RowParams& params
   const Job job{op,
                 v,
                 x.dtype,
+                y.dtype,
                 static_cast<const char*>(x.data()),
                 static_cast<char*>(y.data()),
                 dtype_size(x.dtype),

@@ -188,10 +188,10 @@ Plan plan_for(const Context& ctx, ReduceOp op, DType dtype, const Layout& kept, 
   p.spec.outer_rank = static_cast<int>(kept.shape.size());
   p.spec.reduced_rank = static_cast<int>(red.shape.size());
   const std::int64_t items = p.outputs * p.chunks;
-  // Offsets, positions (a thread looks 3 steps ahead) and work items (a grid-stride loop steps
+  // Offsets, positions (a thread looks 7 steps ahead) and work items (a grid-stride loop steps
   // past the last) all fit in 31 bits, or the kernel indexes in 64.
   p.spec.wide_index =
-      std::max({max_reach, p.len + 4 * p.threads, items + p.grid * p.threads}) > kMaxGrid;
+      std::max({max_reach, p.len + 8 * p.threads, items + p.grid * p.threads}) > kMaxGrid;
   return p;
 }
 

@@ -69,8 +69,11 @@ void rows(Context& ctx, RowOp op, const TensorImpl& x, const detail::RowParams& 
                     (!b || aligned(b));
   const Shape shape = rows_shape(view.n, wide ? vec : 1);
   const bool norm = detail::row_op_normalises(op);
-  const std::string name = rows_kernel_name(norm ? "norm" : "softmax", x.dtype, shape.v, shape.k);
-  cudaKernel_t kernel = cached_kernel(rows_source(x.dtype), "kiln_rows.cu", name, ctx.arch());
+  // (y's dtype names the kernel only where it differs: a norm of f32 rows into a half type.)
+  const DType out = detail::row_op_reduces(op) ? x.dtype : y.dtype;
+  const std::string name =
+      rows_kernel_name(norm ? "norm" : "softmax", x.dtype, shape.v, shape.k, out);
+  cudaKernel_t kernel = cached_kernel(rows_source(x.dtype, out), "kiln_rows.cu", name, ctx.arch());
   ctx.make_current();
   KernelArgs args;
   args.pointer(x.data());

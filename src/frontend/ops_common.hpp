@@ -57,8 +57,9 @@ bool autocast_to_f32(Binary op);
 // One Backend::rows call over x's last dim (src/frontend/ops_norm.cpp): x is f32, bf16 or f16 and
 // has been checked; weight and bias may be null. A contiguous copy of x is made first where x is
 // not a sequence of rows (row_view). y has x's shape and dtype (logsumexp: f32, one value per
-// row); the norms also write the f32 per-row mean (layer_norm) and rstd, of shape x.shape[:-1].
-NormResult run_rows(RowOp op, const Handle& x, const Handle& weight, const Handle& bias,
-                    double eps);
+// row; a norm: y_dtype where given, a half type for an f32 x); the norms also write the f32
+// per-row mean (layer_norm) and rstd, of shape x.shape[:-1].
+NormResult run_rows(RowOp op, const Handle& x, const Handle& weight, const Handle& bias, double eps,
+                    std::optional<DType> y_dtype = std::nullopt);
 
 }  // namespace kiln::detail

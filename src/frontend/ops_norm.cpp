@@ -42,10 +42,17 @@ void check_input(const char* op, const Handle& x, double eps) {
 // A parameter as the backend reads it: contiguous.
 Handle dense(const Handle& p) { return p && !is_contiguous(p) ? contiguous(p) : p; }
 
+// y_dtype, where given: x's dtype, or a half type for an f32 x.
+void check_y_dtype(const char* op, const Handle& x, std::optional<DType> y_dtype) {
+  if (!y_dtype || *y_dtype == x->dtype || (x->dtype == DType::f32 && is_half(*y_dtype))) return;
+  throw DTypeError(fmt::format("{}: out_dtype {} for x {}: x's dtype, or bf16 or f16 for an f32 x",
+                               op, dtype_name(*y_dtype), dtype_name(x->dtype)));
+}
+
 }  // namespace
 
 NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Handle& bias,
-                    double eps) {
+                    double eps, std::optional<DType> y_dtype) {
   const char* name = row_op_name(op);
   Backend& be = backend_of(x_in->device);
   const DType operand[] = {x_in->dtype};
@@ -58,7 +65,8 @@ NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Ha
   const Dims row_shape(x->shape.begin(), x->shape.end() - 1);
   NormResult r;
   const bool reduces = row_op_reduces(op);  // logsumexp: one f32 per row
-  r.y = allocate(name, be, reduces ? row_shape : x->shape, reduces ? DType::f32 : x->dtype);
+  r.y = allocate(name, be, reduces ? row_shape : x->shape,
+                 reduces ? DType::f32 : y_dtype.value_or(x->dtype));
   if (norm) {
     if (op == RowOp::layer_norm) r.mean = allocate(name, be, row_shape, DType::f32);
     r.rstd = allocate(name, be, row_shape, DType::f32);
@@ -74,24 +82,28 @@ NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Ha
 }
 
 // The norms are on autocast's f32 list: under a guard x, weight and bias are cast up to f32 when
-// half, so the statistics, the result and weight's gradient are f32.
+// half, so the statistics, the result (unless y_dtype asks for a half type) and weight's gradient
+// are f32.
 NormResult layer_norm(const Handle& x_in, const Handle& weight_in, const Handle& bias_in,
-                      double eps) {
+                      double eps, std::optional<DType> y_dtype) {
   const Handle x = autocast_f32(x_in);
   const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
   const Handle bias = bias_in ? autocast_f32(bias_in) : bias_in;
   check_input("layer_norm", x, eps);
   check_affine("layer_norm", "weight", weight, x);
   check_affine("layer_norm", "bias", bias, x);
-  return run_rows(RowOp::layer_norm, x, weight, bias, eps);
+  check_y_dtype("layer_norm", x, y_dtype);
+  return run_rows(RowOp::layer_norm, x, weight, bias, eps, y_dtype);
 }
 
-NormResult rms_norm(const Handle& x_in, const Handle& weight_in, double eps) {
+NormResult rms_norm(const Handle& x_in, const Handle& weight_in, double eps,
+                    std::optional<DType> y_dtype) {
   const Handle x = autocast_f32(x_in);
   const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
   check_input("rms_norm", x, eps);
   check_affine("rms_norm", "weight", weight, x);
-  return run_rows(RowOp::rms_norm, x, weight, Handle{}, eps);
+  check_y_dtype("rms_norm", x, y_dtype);
+  return run_rows(RowOp::rms_norm, x, weight, Handle{}, eps, y_dtype);
 }
 
 }  // namespace kiln::detail

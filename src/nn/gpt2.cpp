@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "kiln/autocast.hpp"
 #include "kiln/nn/init.hpp"
 
 namespace kiln::nn {
@@ -50,9 +51,12 @@ GPT2Block::GPT2Block(const GPT2Config& c)
   register_module("mlp", mlp);
 }
 
+// Under autocast the norms' results feed only half products (c_attn, c_fc, lm_head), which would
+// cast them to the half type: the norms round to it in their own pass instead (the same values,
+// and no f32 result written and read back).
 Tensor<3> GPT2Block::forward(const Tensor<3>& x) const {
-  const auto y = x + attn(ln_1(x));
-  return y + mlp(ln_2(y));
+  const auto y = x + attn(ln_1(x, autocast_dtype()));
+  return y + mlp(ln_2(y, autocast_dtype()));
 }
 
 GPT2Transformer::GPT2Transformer(const GPT2Config& c)
@@ -92,8 +96,7 @@ Tensor<3> GPT2::forward(const Tensor<2>& ids) const {
   const auto pos = arange(0, static_cast<double>(t), 1.0, DType::i32, ids.device());
   auto x = transformer.drop(transformer.wte(ids) + transformer.wpe(pos));
   for (const auto& block : transformer.h) x = (*block)(x);
-  x = transformer.ln_f(x);
-  return lm_head(x);
+  return lm_head(transformer.ln_f(x, autocast_dtype()));
 }
 
 Tensor<0> GPT2::loss(const Tensor<2>& ids, const Tensor<2>& targets) const {

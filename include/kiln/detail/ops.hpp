@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -111,8 +112,11 @@ Handle softmax(const Handle& x, int dim, bool log);
 struct NormResult {
   Handle y, mean, rstd;
 };
-NormResult layer_norm(const Handle& x, const Handle& weight, const Handle& bias, double eps);
-NormResult rms_norm(const Handle& x, const Handle& weight, double eps);
+// y_dtype: y's dtype when not x's (after autocast): a half type for an f32 x, y rounded once.
+NormResult layer_norm(const Handle& x, const Handle& weight, const Handle& bias, double eps,
+                      std::optional<DType> y_dtype = std::nullopt);
+NormResult rms_norm(const Handle& x, const Handle& weight, double eps,
+                    std::optional<DType> y_dtype = std::nullopt);
 
 // Shape; dims are already normalised by the caller where noted.
 Handle reshape(const Handle& x, const Dims& shape);  // one -1 allowed

@@ -14,16 +14,18 @@ class LayerNorm : public Module {
 
   Parameter<1> weight, bias;  // [n]; bias undefined without one
 
+  // out_dtype: kiln::layer_norm's (the result of an f32 x rounded to a half type in the pass).
   template <std::size_t D>
-  requires(D >= 1) Tensor<D> forward(const Tensor<D>& x)
+  requires(D >= 1) Tensor<D> forward(const Tensor<D>& x,
+                                     std::optional<DType> out_dtype = std::nullopt)
   const {
     std::optional<Tensor<1>> b;
     if (bias.defined()) b = bias.tensor();
-    return layer_norm(x, weight.tensor(), b, eps_);
+    return layer_norm(x, weight.tensor(), b, eps_, out_dtype);
   }
   template <std::size_t D>
-  Tensor<D> operator()(const Tensor<D>& x) const {
-    return forward(x);
+  Tensor<D> operator()(const Tensor<D>& x, std::optional<DType> out_dtype = std::nullopt) const {
+    return forward(x, out_dtype);
   }
 
  private:
@@ -37,11 +39,12 @@ class RMSNorm : public Module {
   Parameter<1> weight;  // [n]
 
   template <std::size_t D>
-  requires(D >= 1) Tensor<D> forward(const Tensor<D>& x)
-  const { return rms_norm(x, weight.tensor(), eps_); }
+  requires(D >= 1) Tensor<D> forward(const Tensor<D>& x,
+                                     std::optional<DType> out_dtype = std::nullopt)
+  const { return rms_norm(x, weight.tensor(), eps_, out_dtype); }
   template <std::size_t D>
-  Tensor<D> operator()(const Tensor<D>& x) const {
-    return forward(x);
+  Tensor<D> operator()(const Tensor<D>& x, std::optional<DType> out_dtype = std::nullopt) const {
+    return forward(x, out_dtype);
   }
 
  private:

@@ -38,21 +38,6 @@ __device__ __forceinline__ void block_sum2(float& a, float& c, float2* sh) {
   }
 }
 
-// V elements of g at p into v: 16 bytes of them (kr::load), 8 (a half-type g of an f32 row: V = 4),
-// or one.
-template <int V, class G>
-__device__ __forceinline__ void load_g(const G* p, float* v) {
-  if constexpr (V == 1 || V * sizeof(G) == 16) {
-    kr::load<V>(p, v);
-  } else {
-    static_assert(V * sizeof(G) == 8, "a load of g is 16, 8 or one element's bytes");
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
-    const G* e = reinterpret_cast<const G*>(&u);
-#pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = kr::f32(e[i]);
-  }
-}
-
 template <class T, class G, int V, int K>
 __device__ void norm_backward(const T* __restrict__ x, const G* __restrict__ g,
                               const T* __restrict__ w, const float* __restrict__ mean,
@@ -79,7 +64,7 @@ __device__ void norm_backward(const T* __restrict__ x, const G* __restrict__ g,
       const long long j = threadIdx.x + (long long)k * blockDim.x;
       if (j < W) {
         kr::load<V>(x + r * n + j * V, xh[k]);
-        load_g<V>(g + r * n + j * V, gv[k]);
+        kr::load<V>(g + r * n + j * V, gv[k]);
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           xh[k][i] = (xh[k][i] - m) * s;

@@ -33,14 +33,20 @@ __device__ __forceinline__ void put(float& o, float v) { o = v; }
 __device__ __forceinline__ void put(kiln::bf16& o, float v) { o = kiln::to_bf16(v); }
 __device__ __forceinline__ void put(kiln::f16& o, float v) { o = kiln::to_f16(v); }
 
-// V elements at p (16-byte aligned when V > 1) into v.
+// V elements at p into v: one element, or a vector of 16 bytes (8: a half type at an f32 row's
+// width), aligned to its size.
 template <int V, class T>
 __device__ __forceinline__ void load(const T* p, float* v) {
   if constexpr (V == 1) {
     v[0] = f32(kiln::ldg(p));
-  } else {
-    static_assert(V * sizeof(T) == 16, "a vector load is 16 bytes");
+  } else if constexpr (V * sizeof(T) == 16) {
     const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] = f32(e[i]);
+  } else {
+    static_assert(V * sizeof(T) == 8, "a vector load is 16 or 8 bytes");
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
     const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] = f32(e[i]);
@@ -51,12 +57,19 @@ template <int V, class T>
 __device__ __forceinline__ void store(T* p, const float* v) {
   if constexpr (V == 1) {
     put(*p, v[0]);
-  } else {
+  } else if constexpr (V * sizeof(T) == 16) {
     uint4 u;
     T* e = reinterpret_cast<T*>(&u);
 #pragma unroll
     for (int i = 0; i < V; ++i) put(e[i], v[i]);
     *reinterpret_cast<uint4*>(p) = u;
+  } else {
+    static_assert(V * sizeof(T) == 8, "a vector store is 16 or 8 bytes");
+    uint2 u;
+    T* e = reinterpret_cast<T*>(&u);
+#pragma unroll
+    for (int i = 0; i < V; ++i) put(e[i], v[i]);
+    *reinterpret_cast<uint2*>(p) = u;
   }
 }
 
@@ -294,8 +307,9 @@ __device__ __forceinline__ void affine(float* v, const T* w, const T* b, long lo
   }
 }
 
-template <class T, int V, int K>
-__device__ void norm_fit(const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ w,
+// Y, y's dtype, is T, or a half type for an f32 T (y rounded once to what a half product reads).
+template <class T, int V, int K, class Y = T>
+__device__ void norm_fit(const T* __restrict__ x, Y* __restrict__ y, const T* __restrict__ w,
                          const T* __restrict__ b, long long rows, long long n, long long stride,
                          float eps, float* __restrict__ mean_out, float* __restrict__ rstd_out,
                          int rms) {
@@ -304,7 +318,7 @@ __device__ void norm_fit(const T* __restrict__ x, T* __restrict__ y, const T* __
   const float inv_n = 1.0f / (float)n;
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * stride;
-    T* yr = y + r * n;
+    Y* yr = y + r * n;
     float v[K][V];
     const float p = rms ? 0.0f : f32(kiln::ldg(xr));  // the pivot: the row's first element
     float t = 0.0f;
@@ -349,8 +363,8 @@ __device__ void norm_fit(const T* __restrict__ x, T* __restrict__ y, const T* __
   }
 }
 
-template <class T, int V>
-__device__ void norm_stream(const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ w,
+template <class T, int V, class Y = T>
+__device__ void norm_stream(const T* __restrict__ x, Y* __restrict__ y, const T* __restrict__ w,
                             const T* __restrict__ b, long long rows, long long n, long long stride,
                             float eps, float* __restrict__ mean_out, float* __restrict__ rstd_out,
                             int rms) {
@@ -358,7 +372,7 @@ __device__ void norm_stream(const T* __restrict__ x, T* __restrict__ y, const T*
   const long long W = n / V + (n % V != 0);
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * stride;
-    T* yr = y + r * n;
+    Y* yr = y + r * n;
     float v[V];
     const float p = rms ? 0.0f : f32(kiln::ldg(xr));  // the pivot: Welford's runs on x - p
     Moments a{0.0f, 0.0f, 0.0f};

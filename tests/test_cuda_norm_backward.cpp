@@ -142,7 +142,15 @@ TEST(CudaNormBackward, DeclinesRowsItCannotHold) {
                                   *rstd.handle(), grads))
         << n;
     EXPECT_EQ(dx.to(kiln::Device::cpu()).to_vector<float>()[0], 7.0f) << "written though declined";
+    EXPECT_FALSE(be.norm_backward(RowOp::rms_norm, *x.handle(), *x.handle(), nullptr, nullptr,
+                                  *rstd.handle(), {}))
+        << "the question, " << n;
   }
+  // With no gradient asked for, the answer for a row it holds is yes, and nothing runs.
+  const auto x = Tensor<2>::ones({4, 768}, DType::f32, dev);
+  const auto rstd = Tensor<1>::ones({4}, DType::f32, dev);
+  EXPECT_TRUE(be.norm_backward(RowOp::rms_norm, *x.handle(), *x.handle(), nullptr, nullptr,
+                               *rstd.handle(), {}));
 }
 
 }  // namespace

@@ -151,6 +151,9 @@ class RowsNode final : public Node {
   // one dtype: one pass over x and g, where the programs below read them three times.
   std::optional<std::vector<Handle>> kernel_backward(Backend& be, const TensorImpl& x,
                                                      const TensorImpl& g) const {
+    const TensorImpl* w = saved_[2].get();
+    const TensorImpl* mean = saved_[3].get();
+    if (!be.norm_backward(op_, x, g, w, mean, *saved_[4], {})) return std::nullopt;  // no kernel
     const Dims param{x.shape.back()};
     const Handle dx = want_x_ ? be.empty(x.shape, x.dtype) : nullptr;
     const Handle dw = want_w_ ? be.empty(param, x.dtype) : nullptr;
@@ -159,8 +162,7 @@ class RowsNode final : public Node {
     if (dx) grads.dx = detail::Out(*dx);
     if (dw) grads.dw = detail::Out(*dw);
     if (db) grads.db = detail::Out(*db);
-    if (!be.norm_backward(op_, x, g, saved_[2].get(), saved_[3].get(), *saved_[4], grads))
-      return std::nullopt;
+    if (!be.norm_backward(op_, x, g, w, mean, *saved_[4], grads)) return std::nullopt;
     std::vector<Handle> out;
     for (const Handle& h : {dx, dw, db})
       if (h) out.push_back(h);

@@ -348,7 +348,9 @@ class Backend {
   //   dw = sum over rows of g xhat, db = sum over rows of g
   // computed in f32 whatever x's dtype. Returns false, writing nothing, where this backend has no
   // kernel for the call (the default), and the caller (autodiff) composes the gradients from
-  // element-wise programs and sums. Neither syncs nor reads back.
+  // element-wise programs and sums. With no gradient asked for it runs nothing and answers that
+  // question (so the caller allocates only for a backend that has the kernel). Neither syncs nor
+  // reads back.
   virtual bool norm_backward(RowOp op, const TensorImpl& x, const TensorImpl& g,
                              const TensorImpl* weight, const TensorImpl* mean,
                              const TensorImpl& rstd, const NormGrads& grads) {

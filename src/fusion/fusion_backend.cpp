@@ -185,6 +185,7 @@ void Fusion::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
 
 bool Fusion::adamw(std::span<const detail::AdamWTensors> params,
                    const detail::AdamWScalars& scalars) {
+  if (params.empty()) return inner().adamw(params, scalars);  // the question alone: no flush
   flush();
   if (scalars.clip) require_memory(*scalars.clip);
   for (const detail::AdamWTensors& p : params) {
@@ -243,6 +244,9 @@ bool Fusion::norm_backward(detail::RowOp op, const detail::TensorImpl& x,
                            const detail::TensorImpl& g, const detail::TensorImpl* weight,
                            const detail::TensorImpl* mean, const detail::TensorImpl& rstd,
                            const detail::NormGrads& grads) {
+  // The question whether the kernel exists reads no memory: nothing is flushed for it.
+  if (!grads.dx && !grads.dw && !grads.db)
+    return inner().norm_backward(op, x, g, weight, mean, rstd, grads);
   {
     // g pending as an f32 cast of a half tensor in memory (autocast's gradient of an f32 norm's
     // output: a bf16 product's, cast up): the kernel reads the half tensor instead, and the group

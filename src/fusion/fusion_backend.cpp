@@ -251,13 +251,11 @@ bool Fusion::norm_backward(detail::RowOp op, const detail::TensorImpl& x,
     // g pending as an f32 cast of a half tensor in memory (autocast's gradient of an f32 norm's
     // output: a bf16 product's, cast up): the kernel reads the half tensor instead, and the group
     // stays open, so the f32 g is written only if a handle to it is still alive when it closes.
+    // (Only where the other inputs are in memory already: any pending one needs the flush.)
     std::lock_guard lock(mu_);
     const std::optional<detail::TensorImpl> source = cast_source(group_, g, x);
-    if (source && !group_.reads_in_registers(x) && !group_.reads_in_registers(rstd) &&
-        !(weight && group_.reads_in_registers(*weight)) &&
-        !(mean && group_.reads_in_registers(*mean))) {
-      for (const detail::TensorImpl* t : {&x, weight, mean, &rstd})
-        if (t) require_memory(*t);
+    const auto in_memory = [](const detail::TensorImpl* t) { return !t || !unbound(*t); };
+    if (source && in_memory(&x) && in_memory(weight) && in_memory(mean) && in_memory(&rstd)) {
       for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db})
         if (o) bind(**o);
       if (inner().norm_backward(op, x, *source, weight, mean, rstd, grads)) return true;

@@ -15,7 +15,7 @@
 # started machine), bench (kiln bench, and kiln_before's beside it when bundled), fuzz (the
 # 2000-program CUDA gradient fuzz alone), gdb
 # (backtraces of CLI children that opened the GPU), tests, ops (op speed beside PyTorch), train
-# (the MLP step beside PyTorch), attn (a change to the attention kernels: their tests,
+# (the MLP step beside PyTorch), linear (the linear layer's epilogues beside PyTorch), attn (a change to the attention kernels: their tests,
 # sanitizers and speed), attention (the fused kernel beside
 # PyTorch's SDPA), elementwise (the element-wise math's tests and speed), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
 # element-wise ops), race (racecheck on attention), profile (device time per kernel of
@@ -138,6 +138,12 @@ for section in "$@"; do
     t timeout 300 python3 .device/peers/torch_row_ops.py
     t timeout 150 .device/run kiln_order_ops
     t timeout 150 python3 .device/peers/torch_order_ops.py
+    ;;
+  linear)
+    # Issue 19: the linear layer's cuBLASLt epilogues beside the plain product, the composed ops
+    # and PyTorch.
+    t timeout 120 .device/run kiln_linear_ops
+    t timeout 200 python3 .device/peers/torch_linear.py
     ;;
   attention)
     # Issue 19: the fused attention kernel beside the composed form and PyTorch's SDPA (and, after

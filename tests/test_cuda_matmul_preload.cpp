@@ -52,15 +52,15 @@ TEST(CudaMatmulPreload, RunsAStoredChoiceOnScratchAndLeavesTheRestAlone) {
   const std::string value = cuda::algo_value(heuristic_first(lt, 64));
   const long long buffers = kiln::memory_stats().live_buffers;
 
-  for (const MatmulProblem& p : {MatmulProblem{"f32", "highest", 'N', 'N', 1, 64, 64, 64},
-                                 MatmulProblem{"f32", "highest", 'T', 'N', 2, 64, 64, 64}}) {
+  for (const MatmulProblem& p : {MatmulProblem{"f32", "highest", 'N', 'N', 1, 64, 64, 64, ""},
+                                 MatmulProblem{"f32", "highest", 'T', 'N', 2, 64, 64, 64, ""}}) {
     EXPECT_NO_THROW(cuda::preload_matmul(ctx, lt, p, value)) << p.op_a << p.op_b;
   }
-  const MatmulProblem small{"f32", "highest", 'N', 'N', 1, 64, 64, 64};
+  const MatmulProblem small{"f32", "highest", 'N', 'N', 1, 64, 64, 64, ""};
   for (const char* other : {"own:fp32", "lt:zz", ""})
     EXPECT_NO_THROW(cuda::preload_matmul(ctx, lt, small, other)) << other;
   // Past the scratch limit nothing is allocated (else this would be an OutOfMemoryError).
-  const MatmulProblem huge{"f32", "highest", 'N', 'N', 1, 1 << 20, 1 << 20, 1 << 20};
+  const MatmulProblem huge{"f32", "highest", 'N', 'N', 1, 1 << 20, 1 << 20, 1 << 20, ""};
   EXPECT_NO_THROW(cuda::preload_matmul(ctx, lt, huge, value));
 
   ASSERT_EQ(cudaStreamSynchronize(ctx.stream), cudaSuccess);

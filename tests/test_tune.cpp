@@ -51,8 +51,8 @@ TEST(TuneKey, BucketsToTheNextPowerOfTwo) {
 }
 
 TEST(TuneKey, NearbyMatmulsShareAKeyAndKeepTheirExactShape) {
-  kiln::tune::MatmulProblem a{"f32", "highest", 'N', 'T', 1, 1000, 1000, 1000};
-  kiln::tune::MatmulProblem b{"f32", "highest", 'N', 'T', 1, 1024, 1024, 1024};
+  kiln::tune::MatmulProblem a{"f32", "highest", 'N', 'T', 1, 1000, 1000, 1000, ""};
+  kiln::tune::MatmulProblem b{"f32", "highest", 'N', 'T', 1, 1024, 1024, 1024, ""};
   EXPECT_EQ(kiln::tune::matmul_key(a), kiln::tune::matmul_key(b));
   EXPECT_EQ(kiln::tune::matmul_key(a), "matmul f32 highest NT b1 m1024 n1024 k1024");
   EXPECT_NE(kiln::tune::matmul_shape(a), kiln::tune::matmul_shape(b));
@@ -72,7 +72,7 @@ TEST(TuneKey, NearbyMatmulsShareAKeyAndKeepTheirExactShape) {
 }
 
 TEST(TuneKey, AMatmulKeyParsesBackToItsBucketedProblem) {
-  const kiln::tune::MatmulProblem p{"f32", "high", 'T', 'N', 3, 1000, 64, 5};
+  const kiln::tune::MatmulProblem p{"f32", "high", 'T', 'N', 3, 1000, 64, 5, ""};
   const auto q = kiln::tune::parse_matmul_key(kiln::tune::matmul_key(p));
   ASSERT_TRUE(q.has_value());
   EXPECT_EQ(q->dtype, "f32");
@@ -88,6 +88,24 @@ TEST(TuneKey, AMatmulKeyParsesBackToItsBucketedProblem) {
         "matmul f32 highest NNN b1 m1 n1 k1", "matmul f32 highest NN b1 m3 n4 k4",
         "matmul f32 highest NN b1 m4 n4 k4 x"})
     EXPECT_FALSE(kiln::tune::parse_matmul_key(other).has_value()) << other;
+}
+
+TEST(TuneKey, AnEpilogueIsPartOfTheKeyAndParsesBack) {
+  const kiln::tune::MatmulProblem p{"bf16", "highest", 'N', 'T', 1, 16384, 3072, 768, "gelu_bias"};
+  EXPECT_EQ(kiln::tune::matmul_key(p), "matmul bf16 highest NT b1 m16384 n4096 k1024 gelu_bias");
+  auto plain = p;
+  plain.epilogue = "";
+  EXPECT_NE(kiln::tune::matmul_key(plain), kiln::tune::matmul_key(p));
+  const auto q = kiln::tune::parse_matmul_key(kiln::tune::matmul_key(p));
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->epilogue, "gelu_bias");
+  // A neighbour must have the same epilogue.
+  const std::vector<std::string> keys{"matmul bf16 highest NT b1 m8192 n4096 k1024",
+                                      "matmul bf16 highest NT b1 m8192 n4096 k1024 gelu_bias"};
+  EXPECT_EQ(kiln::tune::neighbouring_matmul_keys(kiln::tune::matmul_key(p), keys),
+            (std::vector<std::string>{keys[1]}));
+  EXPECT_FALSE(
+      kiln::tune::parse_matmul_key("matmul bf16 highest NT b1 m8 n8 k8 swish").has_value());
 }
 
 TEST(TuneKey, NeighbouringKeysAreOnePowerOfTwoAwayNearestFirst) {

@@ -10,6 +10,7 @@
 #include "kiln/dtype.hpp"
 #include "kiln/error.hpp"
 #include "kiln/format.hpp"
+#include "kiln/linear.hpp"
 #include "kiln/loss.hpp"
 #include "kiln/norm.hpp"
 #include "kiln/npy.hpp"

@@ -65,6 +65,30 @@ void Autodiff::matmul(const detail::TensorImpl& a, const detail::TensorImpl& c, 
   attach(node, 0, *out);
 }
 
+bool Autodiff::matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& c,
+                               const detail::MatmulEpilogue& e, detail::Out out) {
+  const bool want_a = needs(a), want_c = needs(c), want_bias = e.bias && needs(*e.bias);
+  // (a_row_sums is a gradient's own product: backward is not recorded.)
+  if ((!want_a && !want_c && !want_bias) || !grad_enabled() || e.a_row_sums)
+    return inner().matmul_epilogue(a, c, e, out);
+  // GELU's gradient reads the pre-activation: written aside by the same call when the caller
+  // did not ask for it. ReLU's reads the output.
+  detail::MatmulEpilogue with_z = e;
+  detail::Handle z;
+  if (e.activation == detail::EpilogueActivation::gelu_tanh && !e.pre_activation) {
+    z = empty(out->shape, out->dtype);
+    with_z.pre_activation.emplace(*z);
+  }
+  if (!inner().matmul_epilogue(a, c, with_z, out)) return false;
+  const detail::TensorImpl* act_input = nullptr;
+  if (e.activation == detail::EpilogueActivation::gelu_tanh) act_input = &**with_z.pre_activation;
+  if (e.activation == detail::EpilogueActivation::relu) act_input = &*out;
+  auto node = linear_node(a, c, e.bias, e.activation, act_input, want_a, want_c, want_bias);
+  finish(node, device());
+  attach(node, 0, *out);
+  return true;
+}
+
 void Autodiff::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
                      const detail::TensorImpl& index, const detail::TensorImpl* src,
                      detail::Out out) {

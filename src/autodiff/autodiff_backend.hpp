@@ -6,9 +6,9 @@
 // costs one check per input. Backward (engine.hpp) issues ordinary calls on this chain with
 // grad mode off, so its element-wise work goes through the fusion decorator like forward work.
 //
-// Recorded: elementwise, reduce, matmul, index, rows, order, attention (where the backend ran it;
-// when it declines, the caller composes the attention from calls that record themselves). random
-// and upload make tensors that need no gradient.
+// Recorded: elementwise, reduce, matmul, matmul_epilogue (a linear forward), index, rows, order,
+// attention (where the backend ran it; when it declines, the caller composes the attention from
+// calls that record themselves). random and upload make tensors that need no gradient.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -18,12 +18,14 @@ namespace kiln::autodiff {
 class Autodiff final : public detail::Decorator {
  public:
   explicit Autodiff(detail::Backend& inner) : Decorator("autodiff", inner) {}
-  static_assert(detail::kBackendInterfaceVersion == 9);
+  static_assert(detail::kBackendInterfaceVersion == 10);
 
   void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
                    std::span<const double> scalars, detail::Outs outputs) override;
   void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) override;
   void matmul(const detail::TensorImpl& a, const detail::TensorImpl& c, detail::Out out) override;
+  bool matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& c,
+                       const detail::MatmulEpilogue& e, detail::Out out) override;
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,
              detail::Out out) override;

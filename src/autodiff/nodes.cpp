@@ -302,45 +302,12 @@ class MatmulNode final : public Node {
       if (da->numel() > 0) be.matmul(g, swapped(c, 1, 2), detail::Out(*da));
       out.push_back(da);
     }
-    if (want_c_) out.push_back(c_gradient(be, a, c, g));
+    if (want_c_) out.push_back(matmul_c_gradient(be, a, c, g));
     return out;
   }
   bool release() override { return std::exchange(saved_, {}).size() > 0; }
 
  private:
-  // c's gradient a^T g, [B, k, m] @ [B, m, n]. A c broadcast over the batch (a weight in x @ W^T)
-  // whose a and g stack their batches as rows gets one product over all B m rows, [1, k, n],
-  // not B products summed afterwards; and a c that is a transposed matrix gets it as g^T a,
-  // in that matrix's own layout, which the gradient slot then takes as it is.
-  static Handle c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c,
-                           const TensorImpl& g) {
-    const std::int64_t batch = c.shape[0], m = a.shape[1];
-    auto stacked = [&](const TensorImpl& t) {
-      return t.shape[0] == 1 || t.strides[0] == m * t.strides[1];
-    };
-    if (batch == 1 || c.strides[0] != 0 || !stacked(a) || !stacked(g)) {
-      Handle dc = be.empty(c.shape, c.dtype);
-      if (dc->numel() > 0) be.matmul(swapped(a, 1, 2), g, detail::Out(*dc));
-      return dc;
-    }
-    auto rows = [&](const TensorImpl& t) {
-      TensorImpl v = t;
-      v.shape = {1, batch * m, t.shape[2]};
-      v.strides = {batch * m * t.strides[1], t.strides[1], t.strides[2]};
-      return v;
-    };
-    const TensorImpl a2 = rows(a), g2 = rows(g);
-    const std::int64_t k = c.shape[1], n = c.shape[2];
-    if (c.strides[1] == 1 && c.strides[2] == k) {  // c is W^T, W [n, k] row-major
-      Handle dw = be.empty({1, n, k}, c.dtype);
-      if (dw->numel() > 0) be.matmul(swapped(g2, 1, 2), a2, detail::Out(*dw));
-      return std::make_shared<TensorImpl>(swapped(*dw, 1, 2));
-    }
-    Handle dc = be.empty({1, k, n}, c.dtype);
-    if (dc->numel() > 0) be.matmul(swapped(a2, 1, 2), g2, detail::Out(*dc));
-    return dc;
-  }
-
   bool want_a_, want_c_;
 };
 
@@ -400,6 +367,49 @@ class IndexNode final : public Node {
 };
 
 }  // namespace
+
+// c's gradient a^T g, [B, k, m] @ [B, m, n]. A c broadcast over the batch (a weight in x @ W^T)
+// whose a and g stack their batches as rows gets one product over all B m rows, [1, k, n],
+// not B products summed afterwards; and a c that is a transposed matrix gets it as g^T a,
+// in that matrix's own layout, which the gradient slot then takes as it is.
+Handle matmul_c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c, const TensorImpl& g,
+                         Handle* db) {
+  const std::int64_t batch = c.shape[0], m = a.shape[1];
+  auto stacked = [&](const TensorImpl& t) {
+    return t.shape[0] == 1 || t.strides[0] == m * t.strides[1];
+  };
+  if ((batch != 1 && c.strides[0] != 0) || !stacked(a) || !stacked(g)) {
+    Handle dc = be.empty(c.shape, c.dtype);
+    if (dc->numel() > 0) be.matmul(swapped(a, 1, 2), g, detail::Out(*dc));
+    return dc;
+  }
+  auto rows = [&](const TensorImpl& t) {
+    TensorImpl v = t;
+    v.shape = {1, batch * m, t.shape[2]};
+    v.strides = {batch * m * t.strides[1], t.strides[1], t.strides[2]};
+    return v;
+  };
+  const TensorImpl a2 = rows(a), g2 = rows(g);
+  const std::int64_t k = c.shape[1], n = c.shape[2];
+  if (c.strides[1] == 1 && c.strides[2] == k) {  // c is W^T, W [n, k] row-major
+    Handle dw = be.empty({1, n, k}, c.dtype);
+    if (dw->numel() > 0) {
+      const TensorImpl g2t = swapped(g2, 1, 2);
+      Handle sums = db ? be.empty({n}, g.dtype) : Handle{};
+      detail::MatmulEpilogue e;
+      if (sums) e.a_row_sums.emplace(*sums);
+      if (sums && g.dtype == c.dtype && be.matmul_epilogue(g2t, a2, e, detail::Out(*dw))) {
+        *db = sums;
+      } else {
+        be.matmul(g2t, a2, detail::Out(*dw));
+      }
+    }
+    return std::make_shared<TensorImpl>(swapped(*dw, 1, 2));
+  }
+  Handle dc = be.empty({1, k, n}, c.dtype);
+  if (dc->numel() > 0) be.matmul(swapped(a2, 1, 2), g2, detail::Out(*dc));
+  return dc;
+}
 
 std::shared_ptr<Node> elementwise_node(const ir::Program& program,
                                        std::span<const TensorImpl* const> inputs,

@@ -88,6 +88,28 @@ void check_sum_of_squares_call(std::span<const TensorImpl* const> xs, const Tens
 // rank 3, [B, m, k] x [B, k, n] into a contiguous [B, m, n].
 void check_matmul_call(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out);
 
+// What Backend::matmul_epilogue (version 10) does to the product in the same pass. Either the
+// forward of a linear layer, out = act(a @ c + bias) (bias [n] added to every row, then the
+// activation), with pre_activation, when given, receiving a @ c + bias (what the activation's
+// gradient needs); or, alone, the bias gradient of one: a_row_sums[i] = the sum over k of a[0, i,
+// k] (the weight gradient dW = g^T x is the product, db the sums of g^T's rows).
+enum class EpilogueActivation : std::uint8_t {
+  none,
+  relu,
+  gelu_tanh  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), PyTorch's approximate="tanh"
+};
+const char* epilogue_activation_name(EpilogueActivation a);
+struct MatmulEpilogue {
+  const TensorImpl* bias = nullptr;  // [n], contiguous, of out's dtype
+  EpilogueActivation activation = EpilogueActivation::none;
+  std::optional<Out> pre_activation;  // of out's shape and dtype, contiguous
+  std::optional<Out> a_row_sums;      // [m], contiguous, of out's dtype; batch 1; nothing else
+};
+// Throws (DTypeError, ShapeError, ValueError) unless matmul_epilogue(a, c, e, out) meets its
+// contract: matmul's, and the epilogue's tensors as MatmulEpilogue says.
+void check_matmul_epilogue_call(const TensorImpl& a, const TensorImpl& c, const MatmulEpilogue& e,
+                                const TensorImpl& out);
+
 // A reduction's element-wise prologue: the value reduced is the single output of `program`,
 // computed for every element of `shape` exactly as elementwise() would compute it from `inputs`
 // (each of `shape`, broadcast dims with stride 0) and `scalars`. The fusion decorator passes the
@@ -240,8 +262,8 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
                                    const TensorImpl& dv);
 
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 9)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 9;
+// (static_assert(kBackendInterfaceVersion == 10)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 10;
 
 // The kinds of call `supports` is asked about.
 enum class BackendOp : std::uint8_t {
@@ -320,6 +342,15 @@ class Backend {
   // out[b] = a[b] @ c[b] for a [B, m, k], c [B, k, n], out [B, m, n] contiguous; a and c may
   // have any strides (stride 0 on a broadcast batch).
   virtual void matmul(const TensorImpl& a, const TensorImpl& c, Out out) = 0;
+  // matmul() with an epilogue in the same pass (see MatmulEpilogue; version 10): a linear layer's
+  // bias and activation, or a weight gradient's bias gradient. Returns false, writing nothing,
+  // where this backend has no kernel for the call (the default), and the caller composes it from
+  // matmul(), element-wise calls and a reduction. Neither syncs nor reads back.
+  virtual bool matmul_epilogue(const TensorImpl& a, const TensorImpl& c, const MatmulEpilogue& e,
+                               Out out) {
+    (void)a, (void)c, (void)e, (void)out;
+    return false;
+  }
   // Fills the contiguous tensor out from the Philox 4x32-10 stream of `seed` (src/core/philox.hpp);
   // a half-type out holds the f32 values of the same seed, each rounded once.
   virtual void random(const RandomSpec& spec, std::uint64_t seed, Out out) = 0;
@@ -433,6 +464,10 @@ class Decorator : public Backend {
   }
   void matmul(const TensorImpl& a, const TensorImpl& c, Out out) override {
     inner_.matmul(a, c, out);
+  }
+  bool matmul_epilogue(const TensorImpl& a, const TensorImpl& c, const MatmulEpilogue& e,
+                       Out out) override {
+    return inner_.matmul_epilogue(a, c, e, out);
   }
   void random(const RandomSpec& spec, std::uint64_t seed, Out out) override {
     inner_.random(spec, seed, out);

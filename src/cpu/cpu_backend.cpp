@@ -75,6 +75,12 @@ void CpuBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b
   cpu::matmul(a, b, *out);
 }
 
+bool CpuBackend::matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                                 const detail::MatmulEpilogue& e, detail::Out out) {
+  detail::check_matmul_epilogue_call(a, b, e, *out);
+  return cpu::matmul_epilogue(a, b, e, *out);
+}
+
 void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) {
   cpu::random(spec, seed, *out);
 }

@@ -7,7 +7,7 @@ namespace kiln::cpu {
 
 class CpuBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 9);
+  static_assert(detail::kBackendInterfaceVersion == 10);
   std::string name() const override;  // "cpu<avx2>", "cpu<scalar>"
   Device device() const override { return Device::cpu(); }
   std::uint64_t memory_capacity() const override;
@@ -20,6 +20,8 @@ class CpuBackend final : public detail::Backend {
   bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                        detail::Out out) override;
   void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, detail::Out out) override;
+  bool matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                       const detail::MatmulEpilogue& e, detail::Out out) override;
   void random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) override;
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,

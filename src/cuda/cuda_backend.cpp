@@ -64,6 +64,12 @@ void CudaBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& 
   cuda::matmul(ctx_, a, b, *out);
 }
 
+bool CudaBackend::matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                                  const detail::MatmulEpilogue& e, detail::Out out) {
+  detail::check_matmul_epilogue_call(a, b, e, *out);
+  return cuda::matmul_epilogue(ctx_, a, b, e, *out);
+}
+
 void CudaBackend::random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) {
   cuda::random(ctx_, spec, seed, *out);
 }

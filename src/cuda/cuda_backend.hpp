@@ -12,7 +12,7 @@ namespace kiln::cuda {
 
 class CudaBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 9);
+  static_assert(detail::kBackendInterfaceVersion == 10);
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
   Device device() const override { return ctx_.device; }
@@ -26,6 +26,8 @@ class CudaBackend final : public detail::Backend {
   bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                        detail::Out out) override;
   void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, detail::Out out) override;
+  bool matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                       const detail::MatmulEpilogue& e, detail::Out out) override;
   void random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) override;
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
              const detail::TensorImpl& index, const detail::TensorImpl* src,

@@ -44,6 +44,10 @@ const std::string& sum_of_squares_source();
 
 // matmul.cpp: cuBLASLt, under kiln::float32_matmul_precision().
 void matmul(Context& ctx, const TensorImpl& a, const TensorImpl& b, const TensorImpl& out);
+// The same with cuBLASLt's epilogue for e (Backend::matmul_epilogue's contract, checked by the
+// caller): false, having queued nothing, where cuBLASLt has none for it.
+bool matmul_epilogue(Context& ctx, const TensorImpl& a, const TensorImpl& b,
+                     const detail::MatmulEpilogue& e, const TensorImpl& out);
 #if KILN_WITH_AUTOTUNE
 // Runs a stored tuned choice (`value`, as the tuner saved it) once on scratch memory of the
 // problem's shape, so that cuBLASLt is set up for its compute type and its kernel is loaded

@@ -99,7 +99,8 @@ MatmulTuned MatmulTuning::tune(const MatmulProblem& p, const std::function<void(
   check(p);
   Impl& s = *impl_;
   MatmulTuned out;
-  out.key = tune::matmul_key({"f32", p.precision, p.layout_a, p.layout_b, p.batch, p.m, p.n, p.k});
+  out.key =
+      tune::matmul_key({"f32", p.precision, p.layout_a, p.layout_b, p.batch, p.m, p.n, p.k, ""});
   // What the store holds of the key may come from a first call's bounded tuning: asked to be
   // exhaustive, tune it again (once per session: a later problem of the bucket finds it).
   if (s.exhaustive && s.retuned.insert(out.key).second)

@@ -172,6 +172,18 @@ void Fusion::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, de
   inner().matmul(a, b, out);
 }
 
+bool Fusion::matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                             const detail::MatmulEpilogue& e, detail::Out out) {
+  flush();
+  require_memory(a);
+  require_memory(b);
+  if (e.bias) require_memory(*e.bias);
+  bind(*out);
+  if (e.pre_activation) bind(**e.pre_activation);
+  if (e.a_row_sums) bind(**e.a_row_sums);
+  return inner().matmul_epilogue(a, b, e, out);
+}
+
 void Fusion::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
                    const detail::TensorImpl& index, const detail::TensorImpl* src,
                    detail::Out out) {

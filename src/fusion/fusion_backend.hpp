@@ -28,7 +28,7 @@ namespace kiln::fusion {
 
 class Fusion final : public detail::Decorator {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 9);
+  static_assert(detail::kBackendInterfaceVersion == 10);
   explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
   detail::Handle empty(const Dims& shape, DType dtype) override;
@@ -38,6 +38,8 @@ class Fusion final : public detail::Decorator {
                    std::span<const double> scalars, detail::Outs outputs) override;
   void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) override;
   void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b, detail::Out out) override;
+  bool matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
+                       const detail::MatmulEpilogue& e, detail::Out out) override;
   void random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) override;
   // Closes the open group like matmul: the indexing ops read and write memory.
   void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,

@@ -6,6 +6,8 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <string_view>
 #include <utility>
 
 #include "kiln/error.hpp"
@@ -19,21 +21,33 @@ std::int64_t bucket(std::int64_t n) {
   return static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(n)));
 }
 
+namespace {
+
+// The epilogues cuda/matmul/matmul.cpp names in its keys.
+constexpr const char* kEpilogues[] = {"bias", "relu_bias", "gelu_bias", "gelu_aux_bias",
+                                      "relu", "gelu",      "gelu_aux",  "bgradb"};
+
+bool known_epilogue(std::string_view name) {
+  return name.empty() ||
+         std::find(std::begin(kEpilogues), std::end(kEpilogues), name) != std::end(kEpilogues);
+}
+
+}  // namespace
+
 std::string matmul_key(const MatmulProblem& p) {
-  return fmt::format("matmul {} {} {}{} b{} m{} n{} k{}", p.dtype, p.precision, p.op_a, p.op_b,
-                     bucket(p.batch), bucket(p.m), bucket(p.n), bucket(p.k));
+  return fmt::format("matmul {} {} {}{} b{} m{} n{} k{}{}{}", p.dtype, p.precision, p.op_a, p.op_b,
+                     bucket(p.batch), bucket(p.m), bucket(p.n), bucket(p.k),
+                     p.epilogue.empty() ? "" : " ", p.epilogue);
 }
 
 std::optional<MatmulProblem> parse_matmul_key(std::string_view key) {
-  char dtype[16], precision[16], ops[3];
+  char dtype[16], precision[16], ops[3], epilogue[24] = "";
   long long batch = 0, m = 0, n = 0, k = 0;
   const std::string text(key);
-  if (std::sscanf(text.c_str(), "matmul %15s %15s %2s b%lld m%lld n%lld k%lld", dtype, precision,
-                  ops, &batch, &m, &n, &k) != 7 ||
-      std::strlen(ops) != 2) {
-    return std::nullopt;
-  }
-  MatmulProblem p{dtype, precision, ops[0], ops[1], batch, m, n, k};
+  const int read = std::sscanf(text.c_str(), "matmul %15s %15s %2s b%lld m%lld n%lld k%lld %23s",
+                               dtype, precision, ops, &batch, &m, &n, &k, epilogue);
+  if (read < 7 || std::strlen(ops) != 2 || !known_epilogue(epilogue)) return std::nullopt;
+  MatmulProblem p{dtype, precision, ops[0], ops[1], batch, m, n, k, epilogue};
   if (matmul_key(p) != key) return std::nullopt;  // (trailing text, unbucketed extents, ...)
   return p;
 }
@@ -57,7 +71,8 @@ std::vector<std::string> neighbouring_matmul_keys(const std::string& key,
   for (const std::string& k : keys) {
     const auto p = parse_matmul_key(k);
     if (!p || k == key || p->dtype != here->dtype || p->precision != here->precision ||
-        p->op_a != here->op_a || p->op_b != here->op_b || p->batch != here->batch)
+        p->op_a != here->op_a || p->op_b != here->op_b || p->batch != here->batch ||
+        p->epilogue != here->epilogue)
       continue;
     const int dm = steps(p->m, here->m), dn = steps(p->n, here->n), dk = steps(p->k, here->k);
     if (dm <= 1 && dn <= 1 && dk <= 1) near.emplace_back(dm + dn + dk, k);

@@ -22,10 +22,14 @@ struct MatmulProblem {
   std::string precision = "highest";  // "highest" or "high"
   char op_a = 'N', op_b = 'N';        // the transposition cuBLASLt applies to kiln's a and b
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  // What the product does in the same pass (Backend::matmul_epilogue): "" for nothing, else the
+  // cuBLASLt epilogue's name ("bias", "gelu_aux_bias", "bgradb", ...): the algorithms that apply
+  // differ, so the choice does.
+  std::string epilogue;
 };
 
 // "matmul f32 highest NT b1 m1024 n1024 k1024": dtype, precision, layout and the bucketed
-// extents (the batch too).
+// extents (the batch too), then the epilogue's name where there is one (" bias").
 std::string matmul_key(const MatmulProblem& p);
 // The problem of a key matmul_key made, with the bucketed extents; nullopt for any other key.
 std::optional<MatmulProblem> parse_matmul_key(std::string_view key);

@@ -1,11 +1,14 @@
 // kiln::nn::Linear: y = x W^T + b, as torch.nn.Linear (weight [out, in], bias [out]).
-// Initialised as PyTorch's: weight and bias uniform in [-1/sqrt(in), 1/sqrt(in)). A matmul and
-// a broadcast add for now; a fused bias epilogue can replace forward's body later. Under an
-// autocast guard (kiln/autocast.hpp) the matmul runs in the guard's dtype and the bias is cast to
-// it as well, so the output has that dtype, as torch.nn.Linear's under torch.autocast.
+// Initialised as PyTorch's: weight and bias uniform in [-1/sqrt(in), 1/sqrt(in)). forward is
+// kiln::linear (kiln/linear.hpp): the bias is added in the product's epilogue, and backward takes
+// its gradient in the weight gradient's product, where the backend can. Under an autocast guard
+// (kiln/autocast.hpp) x, the weight and the bias are cast to the guard's dtype, so the output has
+// that dtype, as torch.nn.Linear's under torch.autocast.
 #pragma once
 
-#include "kiln/autocast.hpp"
+#include <optional>
+
+#include "kiln/linear.hpp"
 #include "kiln/nn/module.hpp"
 
 namespace kiln::nn {
@@ -25,19 +28,9 @@ class Linear : public Module {
   requires(D >= 1) Tensor<D> forward(const Tensor<D>& x)
   const {
     check(x.shape()[D - 1], x.dtype());
-    const auto wt = weight.tensor().transpose(0, 1);
-    Tensor<D> y;
-    if constexpr (D == 2 || D == 3) {
-      y = matmul(x, wt);
-    } else {
-      auto s = x.shape();
-      const auto rows = x.numel() / in_;
-      auto flat = matmul(x.contiguous().template reshape<2>({rows, in_}), wt);
-      s[D - 1] = out_;
-      y = flat.template reshape<D>(s);
-    }
-    if (bias.defined()) y = y + Tensor<1>(detail::autocast_lower(bias.tensor().handle("Linear")));
-    return y;
+    std::optional<Tensor<1>> b;
+    if (bias.defined()) b = bias.tensor();
+    return kiln::linear(x, weight.tensor(), b);
   }
   template <std::size_t D>
   Tensor<D> operator()(const Tensor<D>& x) const {

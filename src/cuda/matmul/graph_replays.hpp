@@ -32,7 +32,7 @@ namespace kiln::cuda {
 
 class GraphReplays {
  public:
-  using Addresses = std::array<const void*, 3>;
+  using Addresses = std::array<const void*, 5>;  // operands, output, epilogue's (or null)
   // Queues the call on the stream it is given.
   using Call = std::function<void(cudaStream_t)>;
 

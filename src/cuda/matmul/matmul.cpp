@@ -16,6 +16,13 @@
 // descriptors per exact problem, so a repeated problem is one map lookup and one cublasLtMatmul
 // call, or, when its operands are at addresses it has seen before (a loop), the replay of that
 // call captured as a CUDA graph, which costs the host a fifth as much (graph_replays.hpp).
+//
+// An epilogue (Backend::matmul_epilogue) is cuBLASLt's: the bias, the ReLU or tanh GELU, the
+// pre-activation written aside (GELU_AUX), the bias gradient (BGRADB). It is part of the plan's
+// key and of the tune key (the algorithms that run it differ); kiln's own kernels have none, so
+// they are no candidates there. The bias and aux pointers are attributes of the descriptor, set
+// per call under the plan's lock (and baked into its graphs, which are keyed by them too). A
+// problem cuBLASLt has no algorithm for with its epilogue is declined (false) and remembered.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -113,6 +120,8 @@ struct Key {
   int op_a, op_b;
   std::int64_t ld_a, ld_b, stride_a, stride_b;
   std::uint32_t align_a, align_b, align_out;
+  int epilogue;  // cublasLtEpilogue_t
+  std::uint32_t align_bias, align_aux;
   bool tuned;  // autotune was live when the plan was made
   auto operator<=>(const Key&) const = default;
 };
@@ -122,8 +131,46 @@ struct Plan {
   Layout a, b, d;  // cuBLASLt's A (kiln's b), B (kiln's a), and C = D (out)
   cublasLtMatmulAlgo_t algo{};
   std::optional<GemmVariant> own;  // kiln's own kernel instead of algo, when the tuner chose it
+  bool declined = false;           // cuBLASLt has no algorithm for the epilogue here
   mutable GraphReplays replays;    // of its cuBLASLt call, by operand addresses
+  mutable std::mutex mu;           // over the epilogue's pointer attributes of desc
 };
+
+// The pointers an epilogue reads or writes besides the operands: the bias (or the bias gradient
+// BGRADB writes) and the aux matrix (GELU's input, GELU_AUX writes).
+struct EpiloguePointers {
+  const void* bias = nullptr;
+  void* aux = nullptr;
+};
+
+bool has_epilogue(const Key& key) { return key.epilogue != CUBLASLT_EPILOGUE_DEFAULT; }
+
+// The epilogue's name in tune keys (tune_key.cpp lists them).
+std::string epilogue_name(int epilogue) {
+  switch (epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT:
+      return "";
+    case CUBLASLT_EPILOGUE_BIAS:
+      return "bias";
+    case CUBLASLT_EPILOGUE_RELU_BIAS:
+      return "relu_bias";
+    case CUBLASLT_EPILOGUE_GELU_BIAS:
+      return "gelu_bias";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+      return "gelu_aux_bias";
+    case CUBLASLT_EPILOGUE_RELU:
+      return "relu";
+    case CUBLASLT_EPILOGUE_GELU:
+      return "gelu";
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+      return "gelu_aux";
+    case CUBLASLT_EPILOGUE_BGRADB:
+      return "bgradb";
+    default:
+      break;
+  }
+  throw InternalError(fmt::format("matmul: no name for cuBLASLt epilogue {}", epilogue));
+}
 
 // kiln's own kernels as tune candidates (f32 products only): "own:fp32", "own:tf32x3".
 constexpr GemmVariant kOwnVariants[] = {GemmVariant::fp32, GemmVariant::tf32x3};
@@ -185,9 +232,18 @@ void make_layout(Layout& l, const Operand& o, std::int64_t batch, DType dtype) {
                                                    &o.batch_stride, sizeof(o.batch_stride)));
 }
 
+// Points desc's epilogue at this call's bias and aux (no-op without an epilogue).
+void set_epilogue_pointers(const Plan& p, const Key& key, const EpiloguePointers& e) {
+  if (!has_epilogue(key)) return;
+  KILN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                 &e.bias, sizeof(e.bias)));
+  KILN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
+}
+
 // The descriptors of a problem.
-void make_descriptors(Plan& p, const Key& key, const Operand& a, const Operand& b,
-                      const Operand& d) {
+void make_descriptors(Plan& p, const Key& key, const Operand& a, const Operand& b, const Operand& d,
+                      const EpiloguePointers& e = {}) {
   KILN_CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc.h, compute_type(key), CUDA_R_32F));
   KILN_CUDA_CHECK(
       cublasLtMatmulDescSetAttribute(p.desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &b.op, sizeof(b.op)));
@@ -196,10 +252,22 @@ void make_descriptors(Plan& p, const Key& key, const Operand& a, const Operand& 
   make_layout(p.a, b, key.batch, key.dtype);
   make_layout(p.b, a, key.batch, key.dtype);
   make_layout(p.d, d, key.batch, key.dtype);
+  if (!has_epilogue(key)) return;
+  const auto epilogue = static_cast<cublasLtEpilogue_t>(key.epilogue);
+  KILN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                 sizeof(epilogue)));
+  if (e.aux) {  // the pre-activation, laid out as D (contiguous [B, m, n])
+    const std::int64_t ld = key.n, stride = key.batch == 1 ? 0 : key.m * key.n;
+    KILN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                   &ld, sizeof(ld)));
+    KILN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride, sizeof(stride)));
+  }
+  set_epilogue_pointers(p, key, e);
 }
 
 // The heuristic's algorithms for a plan's descriptors, best first (at most `count`; at least
-// one, else DeviceError).
+// one, else DeviceError, except for an epilogue, which may find none: the call is declined).
 std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t handle, const Key& key,
                                             const Operand& a, const Operand& b, int count) {
   Preference pref;
@@ -224,7 +292,7 @@ std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t hand
   std::vector<cublasLtMatmulAlgo_t> algos;
   for (int i = 0; i < found; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS) algos.push_back(results[i].algo);
-  if (algos.empty()) {
+  if (algos.empty() && !has_epilogue(key)) {
     auto side = [](const Operand& o) {
       return fmt::format("op {}, ld {}, batch stride {}", o.op == CUBLAS_OP_T ? 'T' : 'N', o.ld,
                          o.batch_stride);
@@ -240,8 +308,9 @@ std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t hand
 
 // The name KILN_LOG=profile gives the product (cuda/kernel_profile.hpp).
 std::string profile_name(const Key& key) {
-  return fmt::format("cublasLt matmul {} {}x{}x{}{}", dtype_name(key.dtype), key.m, key.n, key.k,
-                     key.batch > 1 ? fmt::format(" batch {}", key.batch) : std::string());
+  return fmt::format("cublasLt matmul {} {}x{}x{}{}{}{}", dtype_name(key.dtype), key.m, key.n,
+                     key.k, key.batch > 1 ? fmt::format(" batch {}", key.batch) : std::string(),
+                     has_epilogue(key) ? " " : "", epilogue_name(key.epilogue));
 }
 
 // Queues the product with one algorithm.
@@ -267,7 +336,8 @@ bool algo_applies(const LtState& dev, const Plan& plan, const cublasLtMatmulAlgo
 std::vector<tune::Candidate> candidates(Context& ctx, const LtState& dev, const Plan& plan,
                                         const std::vector<cublasLtMatmulAlgo_t>& algos,
                                         const TensorImpl& a_in, const TensorImpl& b_in,
-                                        const Operand& a, const Operand& b, const TensorImpl& out) {
+                                        const Operand& a, const Operand& b, const TensorImpl& out,
+                                        bool epilogue) {
   std::vector<tune::Candidate> list;
   for (const cublasLtMatmulAlgo_t& algo : algos) {
     list.push_back({algo_name(algo),
@@ -276,7 +346,7 @@ std::vector<tune::Candidate> candidates(Context& ctx, const LtState& dev, const 
                     {}});
   }
   for (GemmVariant v : kOwnVariants) {
-    if (a_in.dtype != DType::f32) break;
+    if (a_in.dtype != DType::f32 || epilogue) break;  // (they have none)
     list.push_back({fmt::format("kiln gemm {}", gemm_variant_name(v)), own_value(v),
                     [&, v] {
                       if (!own_gemm(ctx, v, a_in, b_in, out))
@@ -300,7 +370,8 @@ tune::Request tune_request(Context& ctx, const Key& key, const Operand& a, const
                                     key.batch,
                                     key.m,
                                     key.n,
-                                    key.k};
+                                    key.k,
+                                    epilogue_name(key.epilogue)};
   tune::Request r;
   r.lane = ctx.device.str();
   r.key = tune::matmul_key(problem);
@@ -382,7 +453,7 @@ void choose_tuned(Context& ctx, const LtState& dev, Plan& plan, const Key& key,
   std::vector<cublasLtMatmulAlgo_t> all = algos;
   std::vector<std::string> preferred;
   rank_by_neighbours(dev, plan, r.records, r.key, all, preferred);
-  r.candidates = candidates(ctx, dev, plan, all, a_in, b_in, a, b, out);
+  r.candidates = candidates(ctx, dev, plan, all, a_in, b_in, a, b, out, has_epilogue(key));
   put_preferred_first(r.candidates, preferred);
   tune::Tuner& tuner = tune::process_tuner();
   const tune::Choice c = tuner.choose(r);
@@ -418,9 +489,9 @@ struct Problem {
 };
 
 // Nothing to multiply (false) when out is empty or k is 0 (then out is zeroed: a sum of no
-// products is 0).
+// products is 0; the caller declines an epilogue's call before).
 bool prepare(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const TensorImpl& out,
-             Problem& p) {
+             int epilogue, const EpiloguePointers& e, Problem& p) {
   const std::int64_t batch = out.shape[0], m = out.shape[1], n = out.shape[2];
   const std::int64_t k = a_in.shape[2];
   if (out.numel() == 0) return false;
@@ -453,18 +524,22 @@ bool prepare(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const
               alignment(p.a.data, p.a.batch_stride, bytes),
               alignment(p.b.data, p.b.batch_stride, bytes),
               alignment(p.d.data, p.d.batch_stride, bytes),
+              epilogue,
+              e.bias ? alignment(e.bias, 0, bytes) : 0,
+              e.aux ? alignment(e.aux, p.d.batch_stride, bytes) : 0,
               detail::autotune_live()};
   return true;
 }
 
-}  // namespace
-
-void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const TensorImpl& out) {
+// The product with cuBLASLt's `epilogue` reading and writing e's pointers; false where cuBLASLt
+// has no algorithm for that epilogue on this problem.
+bool run_product(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in,
+                 const TensorImpl& out, int epilogue, const EpiloguePointers& e) {
 #if KILN_WITH_AUTOTUNE
   const auto started = tune::Clock::now();  // a first call's bound counts its set-up too
 #endif
   Problem p;
-  if (!prepare(ctx, a_in, b_in, out, p)) return;
+  if (!prepare(ctx, a_in, b_in, out, epilogue, e, p)) return true;
   const LtState& s = lt_state(ctx);  // (may wait for its set-up in the background)
   Cache& c = cache();
   const Plan* plan = nullptr;
@@ -473,7 +548,7 @@ void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const 
     auto it = c.plans.find(p.key);
     if (it == c.plans.end()) {
       auto made = std::make_unique<Plan>();
-      make_descriptors(*made, p.key, p.a, p.b, p.d);
+      make_descriptors(*made, p.key, p.a, p.b, p.d, e);
       bool done = false;
 #if KILN_WITH_AUTOTUNE
       done = p.key.tuned && apply_known(ctx, s, *made, p.key, p.a, p.b);
@@ -481,9 +556,10 @@ void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const 
       if (!done) {
         const std::vector<cublasLtMatmulAlgo_t> algos =
             heuristic(*made, s.handle, p.key, p.a, p.b, p.key.tuned ? kTunedAlgorithms : 1);
-        made->algo = algos.front();
+        made->declined = algos.empty();
+        if (!made->declined) made->algo = algos.front();
 #if KILN_WITH_AUTOTUNE
-        if (p.key.tuned)
+        if (p.key.tuned && !made->declined)
           choose_tuned(ctx, s, *made, p.key, algos, a_in, b_in, p.a, p.b, out, started);
 #endif
       }
@@ -491,14 +567,65 @@ void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const 
     }
     plan = it->second.get();
   }
+  if (plan->declined) return false;
 
-  // Plans are read-only once made (their replays lock themselves), so the launch needs no lock.
-  if (plan->own && own_gemm(ctx, *plan->own, a_in, b_in, out)) return;
+  // Plans are read-only once made (their replays lock themselves), so the launch needs no lock,
+  // but for the epilogue's pointers on the shared descriptor.
+  if (plan->own && own_gemm(ctx, *plan->own, a_in, b_in, out)) return true;
   const KernelTimer timer = profiling() ? KernelTimer(ctx.stream, profile_name(p.key))
                                         : KernelTimer();  // (KILN_LOG=profile only)
-  plan->replays.run(ctx, {p.a.data, p.b.data, out.data()}, [&](cudaStream_t stream) {
+  std::unique_lock pointers(plan->mu, std::defer_lock);
+  if (has_epilogue(p.key)) pointers.lock();
+  plan->replays.run(ctx, {p.a.data, p.b.data, out.data(), e.bias, e.aux}, [&](cudaStream_t stream) {
+    set_epilogue_pointers(*plan, p.key, e);
     run_algo(s, *plan, plan->algo, p.a, p.b, out.data(), stream);
   });
+  return true;
+}
+
+// cuBLASLt's epilogue for e; nullopt where it has none (ReLU's aux is a bit mask, not the
+// pre-activation's values).
+std::optional<int> lt_epilogue(const detail::MatmulEpilogue& e) {
+  using detail::EpilogueActivation;
+  if (e.a_row_sums) return CUBLASLT_EPILOGUE_BGRADB;
+  const bool bias = e.bias != nullptr, aux = e.pre_activation.has_value();
+  switch (e.activation) {
+    case EpilogueActivation::none:
+      if (aux) return std::nullopt;
+      return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    case EpilogueActivation::relu:
+      if (aux) return std::nullopt;
+      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case EpilogueActivation::gelu_tanh:
+      if (aux) return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void matmul(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in, const TensorImpl& out) {
+  run_product(ctx, a_in, b_in, out, CUBLASLT_EPILOGUE_DEFAULT, {});
+}
+
+bool matmul_epilogue(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in,
+                     const detail::MatmulEpilogue& e, const TensorImpl& out) {
+  const std::optional<int> epilogue = lt_epilogue(e);
+  if (!epilogue) return false;
+  if (*epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
+    matmul(ctx, a_in, b_in, out);
+    return true;
+  }
+  // Left to the composition: no product (the bias alone, sums of nothing) and an aux whose
+  // leading dimension cuBLASLt refuses (it must be a multiple of 8).
+  if (out.numel() == 0 || a_in.shape[2] == 0) return false;
+  if (e.pre_activation && out.shape[2] % 8 != 0) return false;
+  EpiloguePointers pointers;
+  if (e.bias) pointers.bias = e.bias->data();
+  if (e.a_row_sums) pointers.bias = (*e.a_row_sums)->data();
+  if (e.pre_activation) pointers.aux = (*e.pre_activation)->data();
+  return run_product(ctx, a_in, b_in, out, *epilogue, pointers);
 }
 
 #if KILN_WITH_AUTOTUNE
@@ -508,6 +635,7 @@ void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& 
   const auto algo = algo_from_value(value);
   if (!algo) return;                   // kiln's own kernel: loaded from the store when used
   if (problem.dtype != "f32") return;  // (its set-up is the one the f32 products share)
+  if (!problem.epilogue.empty()) return;
   const std::int64_t batch = problem.batch, m = problem.m, n = problem.n, k = problem.k;
   const std::int64_t a_size = m * k, b_size = k * n, d_size = m * n;
   const std::int64_t bytes = batch * (a_size + b_size + d_size) * std::int64_t{sizeof(float)};
@@ -528,6 +656,7 @@ void preload_matmul(Context& ctx, const LtState& lt, const tune::MatmulProblem& 
   const Operand d{CUBLAS_OP_N, n, m, n, batched(d_size), out};
   Key key{};
   key.dtype = DType::f32;
+  key.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   key.precision = detail::precision_from_name(problem.precision).value_or(Precision::highest);
   key.batch = batch;
   Plan plan;
@@ -539,14 +668,15 @@ void for_each_matmul_candidate(Context& ctx, const TensorImpl& a_in, const Tenso
                                const TensorImpl& out,
                                const std::function<void(const std::string&)>& after_run) {
   Problem p;
-  if (!prepare(ctx, a_in, b_in, out, p)) return;
+  if (!prepare(ctx, a_in, b_in, out, CUBLASLT_EPILOGUE_DEFAULT, {}, p)) return;
   const LtState& s = lt_state(ctx);
   std::lock_guard lock(cache().mu);
   Plan plan;
   make_descriptors(plan, p.key, p.a, p.b, p.d);
   const std::vector<cublasLtMatmulAlgo_t> algos =
       heuristic(plan, s.handle, p.key, p.a, p.b, kTunedAlgorithms);
-  for (const tune::Candidate& cand : candidates(ctx, s, plan, algos, a_in, b_in, p.a, p.b, out)) {
+  for (const tune::Candidate& cand :
+       candidates(ctx, s, plan, algos, a_in, b_in, p.a, p.b, out, false)) {
     try {
       cand.run();
     } catch (const DeviceError& e) {

@@ -1,8 +1,8 @@
 // A linear layer's forward as one op, as torch.nn.functional.linear followed by an activation:
 // y = act(x W^T + bias), weight [out, in], bias [out]. The bias and the activation run in the
 // matmul's own epilogue where the backend has one (CUDA: cuBLASLt's BIAS, RELU_BIAS and
-// GELU_BIAS epilogues, tuned and stored like a plain product; CPU: applied to each panel of the
-// BLAS's output while it is in cache), and autodiff's backward takes the bias gradient in the
+// GELU_BIAS epilogues, tuned and stored like a plain product; CPU: one threaded pass over the
+// BLAS's output), and autodiff's backward takes the bias gradient in the
 // weight gradient's product (cuBLASLt's BGRADB). Elsewhere it is composed from kiln's ops.
 // Under an autocast guard x, weight and bias are cast to its dtype, as torch.nn.Linear's are.
 #pragma once

@@ -78,7 +78,7 @@ void CpuBackend::matmul(const detail::TensorImpl& a, const detail::TensorImpl& b
 bool CpuBackend::matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
                                  const detail::MatmulEpilogue& e, detail::Out out) {
   detail::check_matmul_epilogue_call(a, b, e, *out);
-  return cpu::matmul_epilogue(a, b, e, *out);
+  return cpu::matmul_epilogue(a, b, e, *out, live_kernels());
 }
 
 void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed, detail::Out out) {

@@ -17,7 +17,8 @@ void matmul(const detail::TensorImpl& a, const detail::TensorImpl& b,
             const detail::TensorImpl& out);
 // matmul_epilogue.cpp: Backend::matmul_epilogue for f32 (false for the rest: composed).
 bool matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& b,
-                     const detail::MatmulEpilogue& e, const detail::TensorImpl& out);
+                     const detail::MatmulEpilogue& e, const detail::TensorImpl& out,
+                     const KernelTable& kernels);
 void random(const detail::RandomSpec& spec, std::uint64_t seed, const detail::TensorImpl& out);
 // index.cpp: Backend::index, synchronous (a bad index throws at once), deterministic always.
 void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,

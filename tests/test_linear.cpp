@@ -209,6 +209,26 @@ TEST_P(LinearTest, RankThreeGradientsSumOverEveryRow) {
   kt::expect_close_to_scale("dw", kt::host_values(*w.grad()), dw, 1e-5, 1e-6);
 }
 
+TEST_P(LinearTest, SameValuesAsTheComposedOps) {
+  const std::int64_t m = 40, k = 24, n = 16;  // (n a multiple of 8: cuBLASLt's aux takes it)
+  const auto x = Tensor<2>::from_data(kt::uniform(m * k, -2, 2, rng()), {m, k}, dev());
+  const auto w = Tensor<2>::from_data(kt::uniform(n * k, -1, 1, rng()), {n, k}, dev());
+  const auto b = Tensor<1>::from_data(kt::uniform(n, -1, 1, rng()), {n}, dev());
+  const auto z = kiln::matmul(x, w.transpose(0, 1)) + b;
+  const std::pair<Activation, Tensor<2>> cases[] = {
+      {Activation::none, z},
+      {Activation::relu, z.relu()},
+      {Activation::gelu, z.gelu()},
+      {Activation::gelu_tanh,
+       z * 0.5 * ((z + z * z * z * 0.044715) * 0.7978845608028654).tanh() + z * 0.5},
+      {Activation::silu, z.silu()}};
+  for (const auto& [act, composed] : cases) {
+    SCOPED_TRACE(kiln::activation_name(act));
+    kt::expect_close_to_scale("linear vs composed", kt::host_values(kiln::linear(x, w, b, act)),
+                              kt::host_values(composed), 2e-6, 1e-6);
+  }
+}
+
 TEST_P(LinearTest, ModuleLinearGoesThroughIt) {
   kiln::nn::Linear lin(12, 6);
   lin.to(dev());
@@ -245,9 +265,10 @@ TEST_P(LinearTest, BadInputsGiveClearErrors) {
   }
 }
 
-// The backend's contract, called directly: what the epilogue may be given, and the bias gradient
-// (a_row_sums) against a reference where the backend runs it.
+// The backend's contract, called directly: what the epilogue may be given, and its bias and
+// activation against the product where the backend runs them.
 TEST_P(LinearTest, BackendEpilogueContract) {
+  using kiln::detail::EpilogueActivation;
   using kiln::detail::MatmulEpilogue;
   using kiln::detail::Out;
   auto& be = kiln::detail::backend(dev());
@@ -255,31 +276,37 @@ TEST_P(LinearTest, BackendEpilogueContract) {
   const auto a = Tensor<3>::from_data(kt::uniform(m * k, -1, 1, rng()), {1, m, k}, dev());
   const auto c = Tensor<3>::from_data(kt::uniform(k * n, -1, 1, rng()), {1, k, n}, dev());
   const auto out = Tensor<3>::full({1, m, n}, NAN, DType::f32, dev());
-  const auto sums = Tensor<1>::full({m}, NAN, DType::f32, dev());
-  const auto bias = Tensor<1>::zeros({n}, DType::f32, dev());
+  const auto z = Tensor<3>::full({1, m, n}, NAN, DType::f32, dev());
+  const auto bias = Tensor<1>::from_data(kt::uniform(n, -1, 1, rng()), {n}, dev());
   const auto& ai = *a.handle("t");
   const auto& ci = *c.handle("t");
-  MatmulEpilogue bad;
-  bad.bias = bias.handle("t").get();
-  bad.a_row_sums.emplace(*sums.handle("t"));
-  EXPECT_THROW(be.matmul_epilogue(ai, ci, bad, Out(*out.handle("t"))), kiln::ValueError);
-  MatmulEpilogue short_bias;
   const auto b4 = Tensor<1>::zeros({4}, DType::f32, dev());
+  MatmulEpilogue short_bias;
   short_bias.bias = b4.handle("t").get();
   EXPECT_THROW(be.matmul_epilogue(ai, ci, short_bias, Out(*out.handle("t"))), kiln::ShapeError);
-  MatmulEpilogue row_sums;
-  row_sums.a_row_sums.emplace(*sums.handle("t"));
-  if (!be.matmul_epilogue(ai, ci, row_sums, Out(*out.handle("t")))) {
-    SUCCEED() << be.name() << " composes the bias gradient";
+  const auto b16 = bias.to(DType::f16);
+  MatmulEpilogue half_bias;
+  half_bias.bias = b16.handle("t").get();
+  EXPECT_THROW(be.matmul_epilogue(ai, ci, half_bias, Out(*out.handle("t"))), kiln::DTypeError);
+  MatmulEpilogue aux_alone;
+  aux_alone.pre_activation.emplace(*z.handle("t"));
+  EXPECT_THROW(be.matmul_epilogue(ai, ci, aux_alone, Out(*out.handle("t"))), kiln::ValueError);
+  const auto small = Tensor<3>::zeros({1, m, 4}, DType::f32, dev());
+  MatmulEpilogue aux_shape;
+  aux_shape.activation = EpilogueActivation::gelu_tanh;
+  aux_shape.pre_activation.emplace(*small.handle("t"));
+  EXPECT_THROW(be.matmul_epilogue(ai, ci, aux_shape, Out(*out.handle("t"))), kiln::ShapeError);
+
+  MatmulEpilogue relu;
+  relu.bias = bias.handle("t").get();
+  relu.activation = EpilogueActivation::relu;
+  if (!be.matmul_epilogue(ai, ci, relu, Out(*out.handle("t")))) {
+    SUCCEED() << be.name() << " composes this epilogue";
     return;
   }
-  const auto av = kt::host_values(a);
-  std::vector<double> want(m, 0);
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t l = 0; l < k; ++l) want[i] += av[i * k + l];
-  kt::expect_close_to_scale("a_row_sums", kt::host_values(sums), want, 1e-5, 1e-6);
-  const auto product = kiln::matmul(a, c);
-  kt::expect_close_to_scale("product", kt::host_values(out), kt::host_values(product), 1e-5, 1e-6);
+  const auto want = (kiln::matmul(a, c) + bias).relu();
+  kt::expect_close_to_scale("relu(a c + bias)", kt::host_values(out), kt::host_values(want), 1e-6,
+                            1e-6);
 }
 
 }  // namespace

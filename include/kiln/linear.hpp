@@ -2,8 +2,8 @@
 // y = act(x W^T + bias), weight [out, in], bias [out]. The bias and the activation run in the
 // matmul's own epilogue where the backend has one (CUDA: cuBLASLt's BIAS, RELU_BIAS and
 // GELU_BIAS epilogues, tuned and stored like a plain product; CPU: one threaded pass over the
-// BLAS's output), and autodiff's backward takes the bias gradient in the
-// weight gradient's product (cuBLASLt's BGRADB). Elsewhere it is composed from kiln's ops.
+// BLAS's output); autodiff's backward is the products, one element-wise pass for the activation's
+// gradient and a column sum for the bias's. Elsewhere it is composed from kiln's ops.
 // Under an autocast guard x, weight and bias are cast to its dtype, as torch.nn.Linear's are.
 #pragma once
 

@@ -68,8 +68,7 @@ void Autodiff::matmul(const detail::TensorImpl& a, const detail::TensorImpl& c, 
 bool Autodiff::matmul_epilogue(const detail::TensorImpl& a, const detail::TensorImpl& c,
                                const detail::MatmulEpilogue& e, detail::Out out) {
   const bool want_a = needs(a), want_c = needs(c), want_bias = e.bias && needs(*e.bias);
-  // (a_row_sums is a gradient's own product: backward is not recorded.)
-  if ((!want_a && !want_c && !want_bias) || !grad_enabled() || e.a_row_sums)
+  if ((!want_a && !want_c && !want_bias) || !grad_enabled())
     return inner().matmul_epilogue(a, c, e, out);
   // GELU's gradient reads the pre-activation: written aside by the same call when the caller
   // did not ask for it. ReLU's reads the output.

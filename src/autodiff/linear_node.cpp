@@ -1,9 +1,9 @@
 // Backward of Backend::matmul_epilogue's linear forward, out = act(a @ c + bias):
 //   dz = g act'(z)  (one element-wise program; z is the pre-activation the forward wrote aside for
 //                    GELU, and ReLU's mask is out > 0),
-//   da = dz c^T,  dc = a^T dz,  dbias = dz summed over every row,
-// where the weight gradient's product also sums dz's rows in its epilogue (BGRADB) when the
-// backend has it, so the bias gradient costs no pass of its own.
+//   da = dz c^T,  dc = a^T dz,  dbias = dz summed over every row (one column sum: cuBLASLt's
+// BGRADB epilogue, the sum inside the weight gradient's product, ran 2-10x slower than the
+// product alone at GPT-2's shapes on the H100, 2026-12-06, where the sum takes a pass of dz).
 #include <utility>
 
 #include "autodiff/nodes.hpp"
@@ -45,7 +45,7 @@ ir::Program activation_gradient(EpilogueActivation act, DType g_dtype, DType v_d
         p.binary(ir::Op::mul, p.binary(ir::Op::mul, half, v), p.binary(ir::Op::mul, sech2, du)));
     r = p.binary(ir::Op::mul, g, d);
   }
-  p.output(r == g && g_dtype == DType::f32 ? g : p.cast(r, g_dtype));
+  p.output(p.dtype(r) == g_dtype ? r : p.cast(r, g_dtype));
   return p;
 }
 
@@ -83,12 +83,8 @@ class LinearNode final : public Node {
       if (da->numel() > 0) be.matmul(*dz, swapped(c, 1, 2), detail::Out(*da));
       out.push_back(da);
     }
-    Handle db;
-    if (want_c_) out.push_back(matmul_c_gradient(be, a, c, *dz, want_bias_ ? &db : nullptr));
-    if (want_bias_) {
-      if (!db) db = row_sums(be, *dz);
-      out.push_back(db);
-    }
+    if (want_c_) out.push_back(matmul_c_gradient(be, a, c, *dz));
+    if (want_bias_) out.push_back(row_sums(be, *dz));
     return out;
   }
   bool release() override { return std::exchange(saved_, {}).size() > 0; }

@@ -372,8 +372,8 @@ class IndexNode final : public Node {
 // whose a and g stack their batches as rows gets one product over all B m rows, [1, k, n],
 // not B products summed afterwards; and a c that is a transposed matrix gets it as g^T a,
 // in that matrix's own layout, which the gradient slot then takes as it is.
-Handle matmul_c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c, const TensorImpl& g,
-                         Handle* db) {
+Handle matmul_c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c,
+                         const TensorImpl& g) {
   const std::int64_t batch = c.shape[0], m = a.shape[1];
   auto stacked = [&](const TensorImpl& t) {
     return t.shape[0] == 1 || t.strides[0] == m * t.strides[1];
@@ -393,17 +393,7 @@ Handle matmul_c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c, 
   const std::int64_t k = c.shape[1], n = c.shape[2];
   if (c.strides[1] == 1 && c.strides[2] == k) {  // c is W^T, W [n, k] row-major
     Handle dw = be.empty({1, n, k}, c.dtype);
-    if (dw->numel() > 0) {
-      const TensorImpl g2t = swapped(g2, 1, 2);
-      Handle sums = db ? be.empty({n}, g.dtype) : Handle{};
-      detail::MatmulEpilogue e;
-      if (sums) e.a_row_sums.emplace(*sums);
-      if (sums && g.dtype == c.dtype && be.matmul_epilogue(g2t, a2, e, detail::Out(*dw))) {
-        *db = sums;
-      } else {
-        be.matmul(g2t, a2, detail::Out(*dw));
-      }
-    }
+    if (dw->numel() > 0) be.matmul(swapped(g2, 1, 2), a2, detail::Out(*dw));
     return std::make_shared<TensorImpl>(swapped(*dw, 1, 2));
   }
   Handle dc = be.empty({1, k, n}, c.dtype);

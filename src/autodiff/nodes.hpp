@@ -24,11 +24,9 @@ std::shared_ptr<Node> reduce_node(detail::ReduceOp op, const TensorImpl& x, int 
 // out = a @ c (batched): da = g @ c^T, dc = a^T @ g.
 std::shared_ptr<Node> matmul_node(const TensorImpl& a, const TensorImpl& c, bool want_a,
                                   bool want_c);
-// c's gradient a^T g of out = a @ c (batched); with db, also g summed over its rows where the
-// backend's product can do it in the same pass (Backend::matmul_epilogue's a_row_sums: then *db is
-// set, of g's dtype, shape [n]; else *db is left null).
-Handle matmul_c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c, const TensorImpl& g,
-                         Handle* db = nullptr);
+// c's gradient a^T g of out = a @ c (batched).
+Handle matmul_c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c,
+                         const TensorImpl& g);
 // Backend::matmul_epilogue's linear forward out = act(a @ c + bias) (linear_node.cpp): keeps a, c
 // and act_input (the pre-activation for GELU, out for ReLU; null without an activation).
 std::shared_ptr<Node> linear_node(const TensorImpl& a, const TensorImpl& c, const TensorImpl* bias,

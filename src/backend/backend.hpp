@@ -88,11 +88,11 @@ void check_sum_of_squares_call(std::span<const TensorImpl* const> xs, const Tens
 // rank 3, [B, m, k] x [B, k, n] into a contiguous [B, m, n].
 void check_matmul_call(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out);
 
-// What Backend::matmul_epilogue (version 10) does to the product in the same pass. Either the
-// forward of a linear layer, out = act(a @ c + bias) (bias [n] added to every row, then the
-// activation), with pre_activation, when given, receiving a @ c + bias (what the activation's
-// gradient needs); or, alone, the bias gradient of one: a_row_sums[i] = the sum over k of a[0, i,
-// k] (the weight gradient dW = g^T x is the product, db the sums of g^T's rows).
+// What Backend::matmul_epilogue (version 10) does to the product in the same pass: the forward of
+// a linear layer, out = act(a @ c + bias) (bias [n] added to every row, then the activation), with
+// pre_activation, when given, receiving a @ c + bias (what the activation's gradient needs).
+// (A bias gradient in the weight gradient's product, cuBLASLt's BGRADB, is not offered: on the
+// H100 it ran 2-10x slower than the product and a column sum at GPT-2's shapes, 2026-12-06.)
 enum class EpilogueActivation : std::uint8_t {
   none,
   relu,
@@ -102,8 +102,7 @@ const char* epilogue_activation_name(EpilogueActivation a);
 struct MatmulEpilogue {
   const TensorImpl* bias = nullptr;  // [n], contiguous, of out's dtype
   EpilogueActivation activation = EpilogueActivation::none;
-  std::optional<Out> pre_activation;  // of out's shape and dtype, contiguous
-  std::optional<Out> a_row_sums;      // [m], contiguous, of out's dtype; batch 1; nothing else
+  std::optional<Out> pre_activation;  // of out's shape and dtype, contiguous; with an activation
 };
 // Throws (DTypeError, ShapeError, ValueError) unless matmul_epilogue(a, c, e, out) meets its
 // contract: matmul's, and the epilogue's tensors as MatmulEpilogue says.
@@ -343,9 +342,9 @@ class Backend {
   // have any strides (stride 0 on a broadcast batch).
   virtual void matmul(const TensorImpl& a, const TensorImpl& c, Out out) = 0;
   // matmul() with an epilogue in the same pass (see MatmulEpilogue; version 10): a linear layer's
-  // bias and activation, or a weight gradient's bias gradient. Returns false, writing nothing,
-  // where this backend has no kernel for the call (the default), and the caller composes it from
-  // matmul(), element-wise calls and a reduction. Neither syncs nor reads back.
+  // bias and activation. Returns false, writing nothing, where this backend has no kernel for the
+  // call (the default), and the caller composes it from matmul() and element-wise calls. Neither
+  // syncs nor reads back.
   virtual bool matmul_epilogue(const TensorImpl& a, const TensorImpl& c, const MatmulEpilogue& e,
                                Out out) {
     (void)a, (void)c, (void)e, (void)out;

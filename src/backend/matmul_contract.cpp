@@ -64,26 +64,17 @@ const char* epilogue_activation_name(EpilogueActivation a) {
 void check_matmul_epilogue_call(const TensorImpl& a, const TensorImpl& c, const MatmulEpilogue& e,
                                 const TensorImpl& out) {
   check_matmul_call(a, c, out);
-  const std::int64_t m = out.shape[1], n = out.shape[2];
+  const std::int64_t n = out.shape[2];
   if (e.bias) require_vector("bias", *e.bias, n, out.dtype);
   if (e.pre_activation) {
+    if (e.activation == EpilogueActivation::none)
+      throw ValueError("matmul_epilogue: pre_activation without an activation (it would be out)");
     const TensorImpl& z = **e.pre_activation;
     if (z.dtype != out.dtype || z.shape != out.shape || !z.is_contiguous()) {
       throw ShapeError("matmul_epilogue: pre_activation must be a contiguous " +
                        format_dims(out.shape) + " " + dtype_name(out.dtype) + ", got " +
                        format_dims(z.shape) + " " + dtype_name(z.dtype));
     }
-  }
-  if (e.a_row_sums) {
-    if (e.bias || e.pre_activation || e.activation != EpilogueActivation::none) {
-      throw ValueError(
-          "matmul_epilogue: a_row_sums (a bias gradient) goes alone, without bias, "
-          "activation or pre_activation");
-    }
-    if (out.shape[0] != 1) {
-      throw ShapeError("matmul_epilogue: a_row_sums needs batch 1, got " + format_dims(out.shape));
-    }
-    require_vector("a_row_sums", **e.a_row_sums, m, out.dtype);
   }
 }
 

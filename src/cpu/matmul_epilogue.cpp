@@ -3,8 +3,8 @@
 // (tanh through the kernel table's SIMD tanh). The product was tried in panels of rows with each
 // panel's epilogue applied while it is in cache: OpenBLAS on panels of 256-341 rows ran 15-20 %
 // slower than on the whole product ([2048, 768] x [768, 3072] f32, 2 threads, 2026-12-06), more
-// than the pass over the output costs. The half types and the bias gradient are declined: the
-// caller composes them (matmul_half's f32 copies; a row sum).
+// than the pass over the output costs. The half types are declined: the caller composes them
+// (matmul_half's f32 copies).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -48,7 +48,7 @@ void finish_row(float* row, std::int64_t n, const float* bias, float* z, Epilogu
 
 bool matmul_epilogue(const TensorImpl& a, const TensorImpl& b, const detail::MatmulEpilogue& e,
                      const TensorImpl& out, const KernelTable& kernels) {
-  if (a.dtype != DType::f32 || e.a_row_sums) return false;
+  if (a.dtype != DType::f32) return false;
   const std::int64_t batch = out.shape[0], m = out.shape[1], n = out.shape[2];
   if (out.numel() == 0) return true;
   const float* bias = e.bias ? static_cast<const float*>(e.bias->data()) : nullptr;

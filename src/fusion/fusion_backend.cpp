@@ -180,7 +180,6 @@ bool Fusion::matmul_epilogue(const detail::TensorImpl& a, const detail::TensorIm
   if (e.bias) require_memory(*e.bias);
   bind(*out);
   if (e.pre_activation) bind(**e.pre_activation);
-  if (e.a_row_sums) bind(**e.a_row_sums);
   return inner().matmul_epilogue(a, b, e, out);
 }
 

@@ -25,7 +25,7 @@ namespace {
 
 // The epilogues cuda/matmul/matmul.cpp names in its keys.
 constexpr const char* kEpilogues[] = {"bias", "relu_bias", "gelu_bias", "gelu_aux_bias",
-                                      "relu", "gelu",      "gelu_aux",  "bgradb"};
+                                      "relu", "gelu",      "gelu_aux"};
 
 bool known_epilogue(std::string_view name) {
   return name.empty() ||

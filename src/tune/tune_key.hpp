@@ -23,7 +23,7 @@ struct MatmulProblem {
   char op_a = 'N', op_b = 'N';        // the transposition cuBLASLt applies to kiln's a and b
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   // What the product does in the same pass (Backend::matmul_epilogue): "" for nothing, else the
-  // cuBLASLt epilogue's name ("bias", "gelu_aux_bias", "bgradb", ...): the algorithms that apply
+  // cuBLASLt epilogue's name ("bias", "gelu_aux_bias", ...): the algorithms that apply
   // differ, so the choice does.
   std::string epilogue;
 };

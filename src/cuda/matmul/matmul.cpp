@@ -18,7 +18,7 @@
 // call captured as a CUDA graph, which costs the host a fifth as much (graph_replays.hpp).
 //
 // An epilogue (Backend::matmul_epilogue) is cuBLASLt's: the bias, the ReLU or tanh GELU, the
-// pre-activation written aside (GELU_AUX), the bias gradient (BGRADB). It is part of the plan's
+// pre-activation written aside (GELU_AUX). It is part of the plan's
 // key and of the tune key (the algorithms that run it differ); kiln's own kernels have none, so
 // they are no candidates there. The bias and aux pointers are attributes of the descriptor, set
 // per call under the plan's lock (and baked into its graphs, which are keyed by them too). A
@@ -136,8 +136,8 @@ struct Plan {
   mutable std::mutex mu;           // over the epilogue's pointer attributes of desc
 };
 
-// The pointers an epilogue reads or writes besides the operands: the bias (or the bias gradient
-// BGRADB writes) and the aux matrix (GELU's input, GELU_AUX writes).
+// The pointers an epilogue reads or writes besides the operands: the bias and the aux matrix
+// (GELU's input, GELU_AUX writes).
 struct EpiloguePointers {
   const void* bias = nullptr;
   void* aux = nullptr;
@@ -164,8 +164,6 @@ std::string epilogue_name(int epilogue) {
       return "gelu";
     case CUBLASLT_EPILOGUE_GELU_AUX:
       return "gelu_aux";
-    case CUBLASLT_EPILOGUE_BGRADB:
-      return "bgradb";
     default:
       break;
   }
@@ -287,8 +285,11 @@ std::vector<cublasLtMatmulAlgo_t> heuristic(const Plan& p, cublasLtHandle_t hand
 
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(count));
   int found = 0;
-  KILN_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc.h, p.a.h, p.b.h, p.d.h, p.d.h,
-                                                 pref.h, count, results.data(), &found));
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle, p.desc.h, p.a.h, p.b.h, p.d.h, p.d.h, pref.h, count, results.data(), &found);
+  // An epilogue cuBLASLt does not run for these types (GELU_AUX of a strict f32 product, ...)
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED && has_epilogue(key)) return {};
+  check(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   std::vector<cublasLtMatmulAlgo_t> algos;
   for (int i = 0; i < found; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS) algos.push_back(results[i].algo);
@@ -587,7 +588,6 @@ bool run_product(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_in,
 // pre-activation's values).
 std::optional<int> lt_epilogue(const detail::MatmulEpilogue& e) {
   using detail::EpilogueActivation;
-  if (e.a_row_sums) return CUBLASLT_EPILOGUE_BGRADB;
   const bool bias = e.bias != nullptr, aux = e.pre_activation.has_value();
   switch (e.activation) {
     case EpilogueActivation::none:
@@ -617,13 +617,12 @@ bool matmul_epilogue(Context& ctx, const TensorImpl& a_in, const TensorImpl& b_i
     matmul(ctx, a_in, b_in, out);
     return true;
   }
-  // Left to the composition: no product (the bias alone, sums of nothing) and an aux whose
+  // Left to the composition: no product (the bias alone) and an aux whose
   // leading dimension cuBLASLt refuses (it must be a multiple of 8).
   if (out.numel() == 0 || a_in.shape[2] == 0) return false;
   if (e.pre_activation && out.shape[2] % 8 != 0) return false;
   EpiloguePointers pointers;
   if (e.bias) pointers.bias = e.bias->data();
-  if (e.a_row_sums) pointers.bias = (*e.a_row_sums)->data();
   if (e.pre_activation) pointers.aux = (*e.pre_activation)->data();
   return run_product(ctx, a_in, b_in, out, *epilogue, pointers);
 }

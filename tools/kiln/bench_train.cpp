@@ -50,7 +50,11 @@ WorkloadResult run_mlp_step(const Device& device, int runs) {
   const auto y = Tensor<1>::random({kRows}, Distribution::uniform(0, double(kClasses)), device, 2)
                      .to(DType::i32);
   auto step = [&] {
-    auto loss = cross_entropy(l3(l2(l1(x).relu()).relu()), y);
+    // Each hidden layer's ReLU in its product's epilogue (kiln/linear.hpp).
+    auto layer = [](const nn::Linear& l, const Tensor<2>& in) {
+      return linear(in, l.weight.tensor(), l.bias.tensor(), Activation::relu);
+    };
+    auto loss = cross_entropy(l3(layer(l2, layer(l1, x))), y);
     loss.backward();
     opt.step();
     opt.zero_grad();

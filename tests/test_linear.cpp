@@ -66,6 +66,8 @@ std::vector<double> values(const Tensor<1>& t) { return kt::host_values(t.to(DTy
 
 struct Reference {
   std::vector<double> z, y;
+  double magnitude =
+      0;  // the largest sum of |x w| terms plus |b|: the error scale of a dot product
 };
 
 // z = x W^T + b over m rows (x [m, k], w [n, k]), y = act(z).
@@ -75,8 +77,12 @@ Reference reference(const std::vector<double>& x, const std::vector<double>& w,
   Reference r;
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
-      double z = b ? (*b)[static_cast<std::size_t>(j)] : 0;
-      for (std::int64_t l = 0; l < k; ++l) z += x[i * k + l] * w[j * k + l];
+      double z = b ? (*b)[static_cast<std::size_t>(j)] : 0, size = std::abs(z);
+      for (std::int64_t l = 0; l < k; ++l) {
+        z += x[i * k + l] * w[j * k + l];
+        size += std::abs(x[i * k + l] * w[j * k + l]);
+      }
+      r.magnitude = std::max(r.magnitude, size);
       r.z.push_back(z);
       r.y.push_back(act_ref(act, z));
     }
@@ -109,10 +115,10 @@ TEST_P(LinearTest, MatchesDoubleReferenceForEveryActivationDTypeAndBias) {
           const Tensor<2> y = kiln::linear(x, w, bias, act);
           ASSERT_EQ(y.dtype(), dt);
           ASSERT_EQ(y.shape(), (kiln::Shape<2>{m, n}));
-          // (a bias rounded into z before the activation: on z's scale, where y is small)
-          double z_scale = 0;
-          for (double z : r.z) z_scale = std::max(z_scale, std::abs(z));
-          kt::expect_close_to_scale("y", values(y), r.y, tolerance(dt), tolerance(dt) * z_scale);
+          // (the product, rounded to the dtype before the bias and the activation, is on the
+          // scale of its terms, where y may be small)
+          kt::expect_close_to_scale("y", values(y), r.y, tolerance(dt),
+                                    tolerance(dt) * r.magnitude);
         }
       }
     }
@@ -227,6 +233,23 @@ TEST_P(LinearTest, SameValuesAsTheComposedOps) {
     kt::expect_close_to_scale("linear vs composed", kt::host_values(kiln::linear(x, w, b, act)),
                               kt::host_values(composed), 2e-6, 1e-6);
   }
+}
+
+// A small weight from many rows: its gradient comes from products over row ranges, summed.
+TEST_P(LinearTest, SmallWeightFromManyRows) {
+  const std::int64_t rows = 8192, k = 8, n = 8;
+  auto x = Tensor<3>::from_data(kt::uniform(rows * k, -1, 1, rng()), {2, rows / 2, k}, dev());
+  auto w = Tensor<2>::from_data(kt::uniform(n * k, -1, 1, rng()), {n, k}, dev());
+  const auto gs = kt::uniform(rows * n, -1, 1, rng());
+  const auto g = Tensor<3>::from_data(gs, {2, rows / 2, n}, dev());
+  w.requires_grad(true);
+  (kiln::linear(x, w) * g).sum().backward();
+  const auto xv = kt::host_values(x);
+  std::vector<double> dw(n * k, 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t l = 0; l < k; ++l) dw[j * k + l] += gs[r * n + j] * xv[r * k + l];
+  kt::expect_close_to_scale("dw", kt::host_values(*w.grad()), dw, 1e-5, 1e-6);
 }
 
 TEST_P(LinearTest, ModuleLinearGoesThroughIt) {

@@ -368,6 +368,20 @@ class IndexNode final : public Node {
 
 }  // namespace
 
+namespace {
+
+// Into how many products of equal row ranges a weight gradient of `out_elements` from `rows` rows
+// is split (1: none): only a small weight (under 2^20 elements: fewer 128 x 128 output tiles than
+// an H100 has SMs) from at least 8192 rows, in pieces of at least 1024 rows, at most 16.
+std::int64_t row_parts(std::int64_t rows, std::int64_t out_elements) {
+  if (out_elements > (std::int64_t{1} << 20) || rows < 8192) return 1;
+  std::int64_t parts = 16;
+  while (parts > 1 && (rows % parts != 0 || rows / parts < 1024)) parts /= 2;
+  return parts;
+}
+
+}  // namespace
+
 // c's gradient a^T g, [B, k, m] @ [B, m, n]. A c broadcast over the batch (a weight in x @ W^T)
 // whose a and g stack their batches as rows gets one product over all B m rows, [1, k, n],
 // not B products summed afterwards; and a c that is a transposed matrix gets it as g^T a,
@@ -392,6 +406,23 @@ Handle matmul_c_gradient(Backend& be, const TensorImpl& a, const TensorImpl& c,
   const TensorImpl a2 = rows(a), g2 = rows(g);
   const std::int64_t k = c.shape[1], n = c.shape[2];
   if (c.strides[1] == 1 && c.strides[2] == k) {  // c is W^T, W [n, k] row-major
+    const std::int64_t rows_total = batch * m, parts = row_parts(rows_total, n * k);
+    if (parts > 1) {
+      // A small W from many rows: `parts` products of rows_total / parts rows each, one batched
+      // call, then their sum: the products fill the device where one product of n x k tiles
+      // would leave most of it idle (GPT-2's [768, 768] from 16384 rows: 428 us as one cuBLASLt
+      // product, H100, 2026-12-06).
+      auto split = [&](const TensorImpl& t) {
+        TensorImpl v = t;
+        v.shape = {parts, rows_total / parts, t.shape[2]};
+        v.strides = {rows_total / parts * t.strides[1], t.strides[1], t.strides[2]};
+        return v;
+      };
+      Handle pieces = be.empty({parts, n, k}, c.dtype);
+      be.matmul(swapped(split(g2), 1, 2), split(a2), detail::Out(*pieces));
+      const Handle dw = sum_dim(be, *pieces, 0);
+      return std::make_shared<TensorImpl>(swapped(*dw, 1, 2));
+    }
     Handle dw = be.empty({1, n, k}, c.dtype);
     if (dw->numel() > 0) be.matmul(swapped(g2, 1, 2), a2, detail::Out(*dw));
     return std::make_shared<TensorImpl>(swapped(*dw, 1, 2));

@@ -1,9 +1,8 @@
 // Backward of Backend::matmul_epilogue's linear forward, out = act(a @ c + bias):
 //   dz = g act'(z)  (one element-wise program; z is the pre-activation the forward wrote aside for
 //                    GELU, and ReLU's mask is out > 0),
-//   da = dz c^T,  dc = a^T dz,  dbias = dz summed over every row (one column sum: cuBLASLt's
-// BGRADB epilogue, the sum inside the weight gradient's product, ran 2-10x slower than the
-// product alone at GPT-2's shapes on the H100, 2026-12-06, where the sum takes a pass of dz).
+//   da = dz c^T,  dc = a^T dz (matmul_c_gradient),  dbias = dz summed over every row, one column
+// sum (cuBLASLt's BGRADB epilogue, the sum inside dc's product, saved no time: docs/ops.md).
 #include <utility>
 
 #include "autodiff/nodes.hpp"

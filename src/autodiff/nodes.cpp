@@ -366,10 +366,6 @@ class IndexNode final : public Node {
   bool want_x_, want_src_;
 };
 
-}  // namespace
-
-namespace {
-
 // Into how many products of equal row ranges a weight gradient of `out_elements` from `rows` rows
 // is split (1: none): only a small weight (under 2^20 elements: fewer 128 x 128 output tiles than
 // an H100 has SMs) from at least 8192 rows, in pieces of at least 1024 rows, at most 16.

@@ -18,11 +18,11 @@
 // call captured as a CUDA graph, which costs the host a fifth as much (graph_replays.hpp).
 //
 // An epilogue (Backend::matmul_epilogue) is cuBLASLt's: the bias, the ReLU or tanh GELU, the
-// pre-activation written aside (GELU_AUX). It is part of the plan's
-// key and of the tune key (the algorithms that run it differ); kiln's own kernels have none, so
-// they are no candidates there. The bias and aux pointers are attributes of the descriptor, set
-// per call under the plan's lock (and baked into its graphs, which are keyed by them too). A
-// problem cuBLASLt has no algorithm for with its epilogue is declined (false) and remembered.
+// pre-activation written aside (GELU_AUX). It is part of the plan's key and of the tune key (the
+// algorithms that run it differ); kiln's own kernels have none, so they are no candidates there.
+// The bias and aux pointers are attributes of the descriptor, set per call under the plan's lock
+// (and baked into its graphs, which are keyed by them too). A problem cuBLASLt has no algorithm for
+// with its epilogue is declined (false) and remembered.
 #include <fmt/format.h>
 
 #include <algorithm>

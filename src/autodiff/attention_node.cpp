@@ -18,8 +18,6 @@ namespace {
 
 constexpr DType kF32 = DType::f32;
 
-Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
-
 // [B, H, T, D] as [B H, T, D] f32: a view where t is f32 and its B and H dims collapse into one,
 // else a contiguous f32 copy.
 Handle folded_f32(Backend& be, const TensorImpl& t) {

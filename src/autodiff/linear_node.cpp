@@ -14,8 +14,6 @@ namespace {
 
 using detail::EpilogueActivation;
 
-Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
-
 std::int32_t as_f32(ir::Program& p, std::int32_t node) {
   return p.dtype(node) == DType::f32 ? node : p.cast(node, DType::f32);
 }

@@ -16,8 +16,6 @@ namespace kiln::autodiff {
 
 namespace {
 
-Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
-
 bool same_view(const View& a, const View& b) {
   return a.dtype == b.dtype && a.device == b.device && a.shape == b.shape &&
          a.strides == b.strides && a.offset == b.offset;

@@ -14,8 +14,6 @@ namespace {
 
 using detail::OrderOp;
 
-Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
-
 class OrderNode final : public Node {
  public:
   OrderNode(OrderOp op, const TensorImpl& x, const detail::OrderParams& params,

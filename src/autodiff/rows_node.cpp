@@ -24,8 +24,6 @@ namespace {
 using detail::RowOp;
 constexpr DType kF32 = DType::f32;
 
-Handle keep(const TensorImpl& t) { return std::make_shared<TensorImpl>(t); }
-
 // A per-row tensor (one value per row of `shape`, contiguous) seen at every element of `shape`.
 TensorImpl per_row(const TensorImpl& stat, const Dims& shape) {
   TensorImpl v = stat;

@@ -34,6 +34,8 @@ TensorImpl iota_along(Backend& be, std::int64_t n, int dim, const Dims& shape);
 // many elements), row-major.
 TensorImpl reshaped(const TensorImpl& t, const Dims& shape);
 
+// A handle of its own to t's view (what a node saves for backward).
+Handle keep(const TensorImpl& t);
 // t's view with dims d0 and d1 swapped.
 TensorImpl swapped(const TensorImpl& t, int d0, int d1);
 // t itself where contiguous, else a contiguous copy.

@@ -99,7 +99,6 @@ enum class EpilogueActivation : std::uint8_t {
   relu,
   gelu_tanh  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), PyTorch's approximate="tanh"
 };
-const char* epilogue_activation_name(EpilogueActivation a);
 struct MatmulEpilogue {
   const TensorImpl* bias = nullptr;  // [n], contiguous, of out's dtype
   EpilogueActivation activation = EpilogueActivation::none;

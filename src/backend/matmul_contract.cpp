@@ -49,18 +49,6 @@ void require_vector(const char* what, const TensorImpl& t, std::int64_t n, DType
 
 }  // namespace
 
-const char* epilogue_activation_name(EpilogueActivation a) {
-  switch (a) {
-    case EpilogueActivation::none:
-      return "none";
-    case EpilogueActivation::relu:
-      return "relu";
-    case EpilogueActivation::gelu_tanh:
-      return "gelu_tanh";
-  }
-  return "?";
-}
-
 void check_matmul_epilogue_call(const TensorImpl& a, const TensorImpl& c, const MatmulEpilogue& e,
                                 const TensorImpl& out) {
   check_matmul_call(a, c, out);

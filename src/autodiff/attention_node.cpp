@@ -6,6 +6,7 @@
 // on the chain: batched matmuls over [B H, T, ...] views, the element-wise steps
 // as programs (so that the fusion decorator fuses them), a row sum. Everything computes in f32 (a
 // half type's operands are converted first) and the gradients come back in the input dtype.
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -54,6 +55,35 @@ Handle unfolded(Backend& be, const Handle& g, const Dims& shape, DType dtype) {
   return out;
 }
 
+// Whether q, k and v are the three slices of one buffer that together cover all of it, once:
+// the heads of a fused qkv projection, [B, T, 3, H, D] seen as three [B, H, T, D] views. Their
+// gradients are then that buffer's whole gradient, written by one backward call into one buffer
+// of the same layout, with no zero fill, copy or add per slice.
+bool slices_of_one_buffer(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v) {
+  if (k.buffer != q.buffer || v.buffer != q.buffer || k.shape != q.shape || v.shape != q.shape ||
+      k.strides != q.strides || v.strides != q.strides || q.numel() == 0)
+    return false;
+  std::array<std::int64_t, 3> at = {q.offset, k.offset, v.offset};
+  std::sort(at.begin(), at.end());
+  const std::int64_t step = at[1] - at[0];
+  if (at[0] != 0 || step <= 0 || at[2] - at[1] != step) return false;
+  if (q.buffer->bytes() != static_cast<std::size_t>(3 * q.numel()) * dtype_size(q.dtype))
+    return false;
+  Dims shape = {3}, strides = {step};
+  shape.insert(shape.end(), q.shape.begin(), q.shape.end());
+  strides.insert(strides.end(), q.strides.begin(), q.strides.end());
+  return detail::dense_strides(shape, strides);
+}
+
+// The whole buffer of t, flat.
+TensorImpl whole_buffer(const TensorImpl& t) {
+  TensorImpl w = t;
+  w.shape = {static_cast<std::int64_t>(t.buffer->bytes() / dtype_size(t.dtype))};
+  w.strides = {1};
+  w.offset = 0;
+  return w;
+}
+
 class AttentionNode final : public Node {
  public:
   AttentionNode(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v, const TensorImpl& o,
@@ -61,6 +91,11 @@ class AttentionNode final : public Node {
                 std::array<bool, 3> want)
       : o_(o), params_(params), want_(want) {
     saved_ = {keep(q), keep(k), keep(v), keep(lse)};
+    one_buffer_ = want[0] && want[1] && want[2] && slices_of_one_buffer(q, k, v);
+    if (one_buffer_) {
+      edges.push_back(edge_to(whole_buffer(q)));
+      return;
+    }
     if (want[0]) edges.push_back(edge_to(q));
     if (want[1]) edges.push_back(edge_to(k));
     if (want[2]) edges.push_back(edge_to(v));
@@ -71,8 +106,10 @@ class AttentionNode final : public Node {
 
   std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
     const Handle o = o_.get();
-    const AttentionGrads g = attention_backward(be, *saved_[0], *saved_[1], *saved_[2], *o,
-                                                *grads[0], *saved_[3], params_, want_);
+    const TensorImpl &q = *saved_[0], &k = *saved_[1], &v = *saved_[2];
+    if (one_buffer_) return {backward_into_one_buffer(be, q, k, v, *o, *grads[0])};
+    const AttentionGrads g =
+        attention_backward(be, q, k, v, *o, *grads[0], *saved_[3], params_, want_);
     std::vector<Handle> out;
     for (const Handle& h : {g.dq, g.dk, g.dv})
       if (h) out.push_back(h);
@@ -80,9 +117,29 @@ class AttentionNode final : public Node {
   }
 
  private:
+  // dq, dk and dv as views of one flat buffer laid out as q, k and v's: by the backend's kernel
+  // where it takes such views, else computed apart and copied in.
+  Handle backward_into_one_buffer(Backend& be, const TensorImpl& q, const TensorImpl& k,
+                                  const TensorImpl& v, const TensorImpl& o,
+                                  const TensorImpl& dout) const {
+    const Handle whole = be.empty(whole_buffer(q).shape, q.dtype);
+    const TensorImpl dq = View::of(q).over(*whole), dk = View::of(k).over(*whole),
+                     dv = View::of(v).over(*whole);
+    if (dout.dtype == q.dtype && (dout.shape[3] <= 1 || dout.strides[3] == 1) &&
+        be.attention_backward(q, k, v, o, dout, *saved_[3], params_, detail::Out(dq),
+                              detail::Out(dk), detail::Out(dv)))
+      return whole;
+    const AttentionGrads g = attention_backward(be, q, k, v, o, dout, *saved_[3], params_, want_);
+    copy_into(be, *g.dq, dq);
+    copy_into(be, *g.dk, dk);
+    copy_into(be, *g.dv, dv);
+    return whole;
+  }
+
   WeakOutput o_;
   detail::AttentionParams params_;
   std::array<bool, 3> want_;
+  bool one_buffer_ = false;
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 //   q, k, v   one dtype, f32, bf16 or f16 (DTypeError); rank 4, q [B, H, Tq, D], k and v
 //             [B, H, Tk, D] (ShapeError); a unit-stride last dim (any stride when D <= 1) and
 //             non-negative strides (ValueError)
-//   o         q's shape (ShapeError) and dtype (DTypeError), contiguous (ValueError)
+//   o         q's shape (ShapeError) and dtype (DTypeError); a unit-stride last dim and positive
+//             strides where the extent is above 1 (ValueError): any layout that writes each
+//             element once, e.g. a transposed view of [B, Tq, H, D] memory (version 11)
 //   lse       when given: f32 (DTypeError), [B, H, Tq] (ShapeError), contiguous (ValueError)
 //   scale     finite (ValueError)
 #include <fmt/format.h>
@@ -34,6 +36,17 @@ void check_operand(const char* what, const TensorImpl& t) {
   }
 }
 
+// An output: an operand's layout, with no broadcast dim (each element written once).
+void check_output(const char* what, const TensorImpl& t) {
+  check_operand(what, t);
+  for (int d = 0; d < 4; ++d) {
+    if (t.shape[d] > 1 && t.strides[d] == 0) {
+      throw ValueError(fmt::format("{}: {} (strides {}) is written, so it cannot be broadcast", kOp,
+                                   what, format_dims(t.strides)));
+    }
+  }
+}
+
 }  // namespace
 
 void check_attention_call(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
@@ -59,7 +72,7 @@ void check_attention_call(const TensorImpl& q, const TensorImpl& k, const Tensor
     throw ShapeError(
         fmt::format("{}: o {} must have q's shape {}", kOp, format_dims(o.shape), format_dims(qs)));
   }
-  if (!o.is_contiguous()) throw ValueError(fmt::format("{}: o must be contiguous", kOp));
+  check_output("o", o);
   if (lse) {
     if (lse->dtype != DType::f32) {
       throw DTypeError(fmt::format("{}: lse must be f32, got {}", kOp, dtype_name(lse->dtype)));
@@ -81,11 +94,7 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
                                    const TensorImpl& lse, const AttentionParams& params,
                                    const TensorImpl& dq, const TensorImpl& dk,
                                    const TensorImpl& dv) {
-  // o as an operand (any strides): checked against a contiguous stand-in of its shape first.
-  TensorImpl o_dense = o;
-  o_dense.strides = contiguous_strides(o.shape);
-  check_attention_call(q, k, v, params, o_dense, &lse);
-  check_operand("o", o);
+  check_attention_call(q, k, v, params, o, &lse);
   check_operand("dout", dout);
   if (dout.dtype != q.dtype || dq.dtype != q.dtype || dk.dtype != q.dtype || dv.dtype != q.dtype) {
     throw DTypeError(
@@ -95,8 +104,9 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
     throw ShapeError(fmt::format("{}_backward: dout and dq need q's shape {}, dk and dv k's {}",
                                  kOp, format_dims(q.shape), format_dims(k.shape)));
   }
-  if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous())
-    throw ValueError(fmt::format("{}_backward: dq, dk and dv must be contiguous", kOp));
+  check_output("dq", dq);
+  check_output("dk", dk);
+  check_output("dv", dv);
 }
 
 }  // namespace kiln::detail

@@ -251,9 +251,10 @@ void check_attention_call(const TensorImpl& q, const TensorImpl& k, const Tensor
                           const AttentionParams& params, const TensorImpl& o,
                           const TensorImpl* lse);
 // Throws likewise unless attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv) meets
-// Backend::attention_backward's contract: q, k, v, o as attention's (o may have any strides with a
-// unit-stride last dim); dout o's shape and dtype, a unit-stride last dim; lse contiguous f32
-// [B, H, Tq]; dq, dk, dv contiguous, of q's, k's and v's shapes and q's dtype.
+// Backend::attention_backward's contract: q, k, v, o as attention's; dout o's shape and dtype, a
+// unit-stride last dim; lse contiguous f32 [B, H, Tq]; dq, dk, dv of q's, k's and v's shapes and
+// q's dtype, each laid out as o may be (version 11: three views of one [B, T, 3, H, D] buffer,
+// the gradient of a fused qkv projection), not overlapping one another.
 void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                                    const TensorImpl& o, const TensorImpl& dout,
                                    const TensorImpl& lse, const AttentionParams& params,
@@ -261,8 +262,8 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
                                    const TensorImpl& dv);
 
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 10)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 10;
+// (static_assert(kBackendInterfaceVersion == 11)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 11;
 
 // The kinds of call `supports` is asked about.
 enum class BackendOp : std::uint8_t {
@@ -397,8 +398,10 @@ class Backend {
 
   // Scaled dot-product attention (see AttentionParams; version 7): q [B, H, Tq, D], k and v
   // [B, H, Tk, D] of one floating dtype, each with a unit-stride last dim and any non-negative
-  // strides on the others (the heads of a fused qkv projection are read in place); o contiguous,
-  // of q's shape and dtype; lse, when given, contiguous f32 [B, H, Tq]. Returns false, writing
+  // strides on the others (the heads of a fused qkv projection are read in place); o of q's
+  // shape and dtype, a unit-stride last dim, no broadcast dim (version 11: the front end passes a
+  // transposed view of [B, Tq, H, D] memory, so that merging the heads back costs no copy); lse,
+  // when given, contiguous f32 [B, H, Tq]. Returns false, writing
   // nothing, when this backend has no kernel for the shape (a head dim it does not handle), so
   // that the caller composes the attention from other calls instead. Neither syncs nor reads back.
   virtual bool attention(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
@@ -406,8 +409,9 @@ class Backend {
   // attention's gradients from its output o, the gradient dout of o and the lse the forward wrote:
   // with P = exp(s - lse) (0 where masked) and delta_i = sum_d dout[i, d] o[i, d],
   //   dv = P^T dout,  dS = P (dout v^T - delta),  dq = scale dS k,  dk = scale dS^T q.
-  // Returns false, writing nothing, where this backend has no kernel for the call (the default),
-  // and the caller (autodiff) composes the gradients from other calls.
+  // dq, dk and dv may be strided views (version 11; check_attention_backward_call). Returns false,
+  // writing nothing, where this backend has no kernel for the call (the default) or the layout,
+  // and the caller (autodiff) asks again with contiguous gradients or composes them.
   virtual bool attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                                   const TensorImpl& o, const TensorImpl& dout,
                                   const TensorImpl& lse, const AttentionParams& params, Out dq,

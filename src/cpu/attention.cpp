@@ -96,26 +96,38 @@ void task(const Job& j, std::int64_t t, Scratch& w) {
   }
   if (d == 0) return;
   const std::size_t size = dtype_size(j.o.dtype);
-  char* dst = static_cast<char*>(j.o.data()) + static_cast<std::size_t>((bh * tq + i0) * d) * size;
+  const std::int64_t ld = j.o.strides[2];  // o's rows: any stride (o may be a transposed view)
+  char* dst = static_cast<char*>(j.o.data()) +
+              static_cast<std::size_t>(b * j.o.strides[0] + h * j.o.strides[1] + i0 * ld) * size;
   const bool direct = j.o.dtype == DType::f32;
   if (!direct) w.o.resize(static_cast<std::size_t>(rows * d));
   float* out = direct ? reinterpret_cast<float*>(dst) : w.o.data();
+  const std::int64_t ldo = direct ? ld : d;
   lib.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(d),
             static_cast<int>(tk), 1.0f, w.s.data(), static_cast<int>(tk), v.p,
-            static_cast<int>(v.ld), 0.0f, out, static_cast<int>(d));
+            static_cast<int>(v.ld), 0.0f, out, static_cast<int>(ldo));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float f = static_cast<float>(inv[static_cast<std::size_t>(r)]);
-    j.kernels.binary(ir::Op::mul, DType::f32, Lanes{out + r * d}, Lanes{&f, true}, out + r * d,
+    j.kernels.binary(ir::Op::mul, DType::f32, Lanes{out + r * ldo}, Lanes{&f, true}, out + r * ldo,
                      static_cast<std::size_t>(d));
+    if (!direct)
+      j.kernels.f32_to_half(j.o.dtype, out + r * ldo,
+                            reinterpret_cast<std::uint16_t*>(dst) + r * ld,
+                            static_cast<std::size_t>(d));
   }
-  if (!direct)
-    j.kernels.f32_to_half(j.o.dtype, out, reinterpret_cast<std::uint16_t*>(dst),
-                          static_cast<std::size_t>(rows * d));
 }
 
 // Tk == 0: no key to attend to, o = 0 and lse = -inf.
 void no_keys(const TensorImpl& o, float* lse) {
-  std::memset(o.data(), 0, static_cast<std::size_t>(o.numel()) * dtype_size(o.dtype));
+  const std::size_t size = dtype_size(o.dtype), row = static_cast<std::size_t>(o.shape[3]) * size;
+  for (std::int64_t b = 0; b < o.shape[0]; ++b)
+    for (std::int64_t h = 0; h < o.shape[1]; ++h)
+      for (std::int64_t t = 0; t < o.shape[2]; ++t)
+        std::memset(
+            static_cast<char*>(o.data()) +
+                static_cast<std::size_t>(b * o.strides[0] + h * o.strides[1] + t * o.strides[2]) *
+                    size,
+            0, row);
   if (lse) std::fill(lse, lse + o.shape[0] * o.shape[1] * o.shape[2], kNegInf);
 }
 

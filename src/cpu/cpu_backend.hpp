@@ -7,7 +7,7 @@ namespace kiln::cpu {
 
 class CpuBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 10);
+  static_assert(detail::kBackendInterfaceVersion == 11);
   std::string name() const override;  // "cpu<avx2>", "cpu<scalar>"
   Device device() const override { return Device::cpu(); }
   std::uint64_t memory_capacity() const override;

@@ -5,6 +5,7 @@
 // declines (no kernel for this head dim), the attention is composed instead: the [B, H] pairs fold
 // into one batch dim so that the rank-3 batched matmul serves, the causal mask is a triu of a bool
 // [Tq, Tk] broadcast over the batch, and softmax runs over the keys, each step a recorded op.
+// The kernel's o is a transposed view of [B, Tq, H, D] memory, the composition's is contiguous.
 // Under an autocast guard (kiln/autocast.hpp) it is on the lower-precision list: q, k and v are
 // cast to the guard's dtype on entry and the result has it (the kernel computes its softmax in
 // f32, as the composition's f32-listed softmax does).
@@ -62,7 +63,13 @@ std::optional<Tensor<4>> run_kernel(const Tensor<4>& q_in, const Tensor<4>& k_in
     return h->shape[3] <= 1 || h->strides[3] == 1 ? h : detail::contiguous(h);
   };
   const detail::Handle q = rows(q_in), k = rows(k_in), v = rows(v_in);
-  const detail::Handle o = detail::allocate(op, be, q->shape, q->dtype);
+  // o in [B, Tq, H, D] memory, seen as [B, H, Tq, D] (as PyTorch's flash attention leaves it):
+  // the heads merge back into [B, Tq, H D] with no copy.
+  const Dims& s = q->shape;
+  const detail::Handle memory = detail::allocate(op, be, {s[0], s[2], s[1], s[3]}, q->dtype);
+  auto o = std::make_shared<detail::TensorImpl>(*memory);
+  o->shape = s;
+  o->strides = {memory->strides[0], memory->strides[2], memory->strides[1], memory->strides[3]};
   if (!be.attention(*q, *k, *v, detail::AttentionParams{causal, scale}, detail::Out(*o),
                     std::nullopt))
     return std::nullopt;

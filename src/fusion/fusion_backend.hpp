@@ -28,7 +28,7 @@ namespace kiln::fusion {
 
 class Fusion final : public detail::Decorator {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 10);
+  static_assert(detail::kBackendInterfaceVersion == 11);
   explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
   detail::Handle empty(const Dims& shape, DType dtype) override;

@@ -2,7 +2,8 @@
 // inputs with poisoned outputs (o and lse): causal and not, Tq != Tk (both ways), T of 1, 7, 65 and
 // 130 (one query block, several, a ragged last one), D of 1, 8, 64 and 128, f32, bf16 and f16;
 // contiguous heads, heads cut in place from a [B, T, 3, H, D] projection, k and v shared by every
-// head (stride 0), a pending input of a fusion group; Tk == 0 (o = 0, lse = -inf), D == 0 and
+// head (stride 0), o in [B, T, H, D] memory with the qkv heads (as the front end writes it), a
+// pending input of a fusion group; Tk == 0 (o = 0, lse = -inf), D == 0 and
 // Tq == 0; the contract's errors (src/backend/attention_contract.cpp). A backend that declines
 // (returns false) must leave o and lse untouched; the test then says it skipped the numbers.
 // Backend::attention_backward likewise, below (its bound stated there).
@@ -77,7 +78,16 @@ Ref reference(const Values& q, const Values& k, const Values& v, std::int64_t bh
   return r;
 }
 
-// How q, k and v sit in memory.
+// [B, H, T, D] stored as [B, T, H, D] (the heads of a projection, strided, before a transpose).
+kc::Layout heads_inner() {
+  return {
+      "heads_inner", [](const Dims& s) {
+        return kc::Placement{{s[2] * s[1] * s[3], s[3], s[1] * s[3], 1}, 0, kc::detail::numel(s)};
+      }};
+}
+
+// How q, k and v sit in memory (and, for qkv, o as the front end lays it out and the gradients
+// as autodiff does: one [B, T, 3, H, D] buffer).
 enum class Heads { contiguous, qkv, shared_kv };
 
 class BackendAttention : public kc::ChainTest {
@@ -129,7 +139,8 @@ class BackendAttention : public kc::ChainTest {
                  << static_cast<int>(c.heads));
     const auto in = operands(c, t);
     const Dims qs = {c.b, c.h, c.tq, c.d};
-    Operand o = output(qs, t), lse = output({c.b, c.h, c.tq}, DType::f32);
+    Operand o = output(qs, t, c.heads == Heads::qkv ? heads_inner() : kc::contiguous()),
+            lse = output({c.b, c.h, c.tq}, DType::f32);
     const AttentionParams p{c.causal, scale};
     if (!be().attention(in[0].view, in[1].view, in[2].view, p, Out(o.view), Out(lse.view))) {
       const kc::Raw ro = read(o), rl = read(lse);
@@ -245,6 +256,9 @@ TEST_P(BackendAttention, Errors) {
   EXPECT_THROW(call(q.view, kt_.view, kt_.view, *o, lse.get()), kiln::ValueError);
   const Operand ot = output({1, 2, 3, 4}, DType::f32, kc::transposed());
   EXPECT_THROW(call(q.view, k.view, k.view, ot.view, lse.get()), kiln::ValueError);
+  TensorImpl ob = *o;  // a broadcast output: two heads written to one place
+  ob.strides[1] = 0;
+  EXPECT_THROW(call(q.view, k.view, k.view, ob, lse.get()), kiln::ValueError);
   const Handle o_wrong = be().empty({1, 2, 4, 4}, DType::f32);
   EXPECT_THROW(call(q.view, k.view, k.view, *o_wrong, lse.get()), kiln::ShapeError);
   const Handle lse_wrong = be().empty({1, 2, 4}, DType::f32);
@@ -340,14 +354,6 @@ GradRef grad_reference(const Values& q, const Values& k, const Values& v, const 
   return r;
 }
 
-// [B, H, T, D] stored as [B, T, H, D] (the heads of a projection, strided, before a transpose).
-kc::Layout heads_inner() {
-  return {
-      "heads_inner", [](const Dims& s) {
-        return kc::Placement{{s[2] * s[1] * s[3], s[3], s[1] * s[3], 1}, 0, kc::detail::numel(s)};
-      }};
-}
-
 class BackendAttentionBackward : public BackendAttention {
  protected:
   // An input of shape s laid out as l whose view holds `want` (rounded to t as stored; the values
@@ -380,6 +386,13 @@ class BackendAttentionBackward : public BackendAttention {
     const Operand g = input(qs, t, rows, -1, 1);
     const Operand lse = given({c.b, c.h, c.tq}, DType::f32, kc::contiguous(), fwd.lse);
     Operand dq = output(qs, t), dk = output(ks, t), dv = output(ks, t);
+    if (c.heads == Heads::qkv) {  // the three slices of one [B, T, 3, H, D] buffer
+      const std::int64_t row = 3 * c.h * c.d;
+      const Operand all = output({c.b * c.tq * row}, t);
+      const Dims st = {c.tq * row, c.d, row, 1};
+      dq = view(all, qs, st, 0), dk = view(all, ks, st, c.h * c.d);
+      dv = view(all, ks, st, 2 * c.h * c.d);
+    }
     if (!be().attention_backward(in[0].view, in[1].view, in[2].view, o.view, g.view, lse.view, p,
                                  Out(dq.view), Out(dk.view), Out(dv.view))) {
       for (const Operand* x : {&dq, &dk, &dv}) {
@@ -482,7 +495,11 @@ TEST_P(BackendAttentionBackward, Errors) {
   EXPECT_THROW(call(c), kiln::ShapeError);  // dk's shape
   const Operand dkt = output(ks, DType::f32, kc::transposed());
   c = ok, c.dk = &dkt.view;
-  EXPECT_THROW(call(c), kiln::ValueError);  // dk not contiguous
+  EXPECT_THROW(call(c), kiln::ValueError);  // dk's last stride
+  TensorImpl dkb = *dk;                     // every head on one: written twice
+  dkb.strides[1] = 0;
+  c = ok, c.dk = &dkb;
+  EXPECT_THROW(call(c), kiln::ValueError);  // dk broadcast
   EXPECT_THROW(be().attention_backward(q.view, k.view, k.view, q.view, g.view, lse.view,
                                        {false, kInf}, Out(*dq), Out(*dk), Out(*dv)),
                kiln::ValueError);  // scale

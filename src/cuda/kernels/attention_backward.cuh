@@ -45,7 +45,7 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
                             const T* __restrict__ dout, const float* __restrict__ lse,
                             T* __restrict__ dq, float* __restrict__ delta, int heads, long long tq,
                             long long tk, Strides sq, Strides sk, Strides sv, Strides so,
-                            Strides sdo, float scale, int causal) {
+                            Strides sdo, Strides sdq, float scale, int causal) {
   using S = typename Traits<T>::Smem;
   constexpr int P = padded<T, D>();
   constexpr int NT = BN / 8, ND = D / 8;
@@ -91,14 +91,14 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
           return key >= tk || (causal && key > row);
         },
         [&](int n, int e, bool masked) {
-          const float p = masked ? 0.f : exp2f(s[n][e] * scale2 - lse2[e >> 1]);
+          const float p = masked ? 0.f : exp2_fast(fmaf(s[n][e], scale2, -lse2[e >> 1]));
           s[n][e] = p * (dp[n][e] - dl[e >> 1]);  // dS
         });
     mma_cx<T, D, BN>(acc, s, ks + buf * kTile);  // dq += dS k
   };
   tile_loop<ST, BN>(0, kend, load, use);
   const float f[2] = {scale, scale};
-  store_rows<T, D>(dq + bh * tq * D, acc, r0, tq, f);
+  store_rows<T, D>(slab(dq, sdq, blk), sdq.t, acc, r0, tq, f);
 }
 
 template <class T, int D, int BN>
@@ -107,7 +107,7 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
                              const float* __restrict__ lse, const float* __restrict__ delta,
                              T* __restrict__ dk, T* __restrict__ dv, int heads, long long tq,
                              long long tk, Strides sq, Strides sk, Strides sv, Strides sdo,
-                             float scale, int causal) {
+                             Strides sdk, Strides sdv, float scale, int causal) {
   using S = typename Traits<T>::Smem;
   constexpr int P = padded<T, D>();
   constexpr int NT = BN / 8, ND = D / 8;
@@ -156,7 +156,7 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
         },
         [&](int n, int e, bool masked) {
           const int c = n * 8 + 2 * t + (e & 1);
-          const float p = masked ? 0.f : exp2f(pt[n][e] * scale2 - lse2s[buf][c]);
+          const float p = masked ? 0.f : exp2_fast(fmaf(pt[n][e], scale2, -lse2s[buf][c]));
           pt[n][e] = p;
           dpt[n][e] = p * (dpt[n][e] - dls[buf][c]);  // dS^T
         });
@@ -165,8 +165,8 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
   };
   tile_loop<ST, BN>(causal ? k0 / BN * BN : 0, tq, load, use);
   const float fk[2] = {scale, scale}, fv[2] = {1.f, 1.f};
-  store_rows<T, D>(dk + bh * tk * D, dka, r0, tk, fk);
-  store_rows<T, D>(dv + bh * tk * D, dva, r0, tk, fv);
+  store_rows<T, D>(slab(dk, sdk, blk), sdk.t, dka, r0, tk, fk);
+  store_rows<T, D>(slab(dv, sdv, blk), sdv.t, dva, r0, tk, fv);
 }
 
 }  // namespace ka

@@ -147,6 +147,7 @@ TEST(CudaAttention, ForwardAndBackwardAgainstFloat64) {
       run({t, 1, 2, 65, 200, 64, causal, false});
       run({t, 2, 2, 97, 97, 64, causal, true});
       run({t, 1, 1, 1, 1, 16, causal, false});
+      run({t, 2, 2, 77, 77, 32, causal, true});  // D = 32, heads of one projection
     }
     run({t, 1, 2, 70, 70, 128, true, false});
   }

@@ -425,6 +425,7 @@ TEST_P(BackendAttentionBackward, MatchesDoubleReference) {
       {1, 2, 65, 65, 64, false, Heads::qkv},
       {2, 2, 7, 130, 8, false, Heads::shared_kv},
       {1, 2, 65, 65, 8, true, Heads::shared_kv},
+      {1, 2, 130, 97, 32, true},  // D = 32, Tq > Tk
   };
   int ran = 0, run = 0;
   for (DType t : {DType::f32, DType::bf16, DType::f16})

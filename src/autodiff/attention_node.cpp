@@ -75,6 +75,17 @@ bool slices_of_one_buffer(const TensorImpl& q, const TensorImpl& k, const Tensor
   return detail::dense_strides(shape, strides);
 }
 
+// The backend's kernel into dq, dk and dv, where it has one: false where it declines (it takes
+// dout with a unit-stride last dim, of q's dtype; another dout is not offered).
+bool kernel_backward(Backend& be, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+                     const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
+                     const detail::AttentionParams& params, const TensorImpl& dq,
+                     const TensorImpl& dk, const TensorImpl& dv) {
+  return dout.dtype == q.dtype && (dout.shape[3] <= 1 || dout.strides[3] == 1) &&
+         be.attention_backward(q, k, v, o, dout, lse, params, detail::Out(dq), detail::Out(dk),
+                               detail::Out(dv));
+}
+
 // The whole buffer of t, flat.
 TensorImpl whole_buffer(const TensorImpl& t) {
   TensorImpl w = t;
@@ -125,10 +136,7 @@ class AttentionNode final : public Node {
     const Handle whole = be.empty(whole_buffer(q).shape, q.dtype);
     const TensorImpl dq = View::of(q).over(*whole), dk = View::of(k).over(*whole),
                      dv = View::of(v).over(*whole);
-    if (dout.dtype == q.dtype && (dout.shape[3] <= 1 || dout.strides[3] == 1) &&
-        be.attention_backward(q, k, v, o, dout, *saved_[3], params_, detail::Out(dq),
-                              detail::Out(dk), detail::Out(dv)))
-      return whole;
+    if (kernel_backward(be, q, k, v, o, dout, *saved_[3], params_, dq, dk, dv)) return whole;
     const AttentionGrads g = attention_backward(be, q, k, v, o, dout, *saved_[3], params_, want_);
     copy_into(be, *g.dq, dq);
     copy_into(be, *g.dk, dk);
@@ -148,13 +156,11 @@ AttentionGrads attention_backward(Backend& be, const TensorImpl& q, const Tensor
                                   const TensorImpl& v, const TensorImpl& o, const TensorImpl& dout,
                                   const TensorImpl& lse, const detail::AttentionParams& params,
                                   std::array<bool, 3> want) {
-  // The backend's kernel where it has one (it takes dout with a unit-stride last dim, of q's
-  // dtype): all three gradients at once.
-  if (dout.dtype == q.dtype && (dout.shape[3] <= 1 || dout.strides[3] == 1)) {
+  // The backend's kernel where it has one: all three gradients at once.
+  {
     const Handle dq = be.empty(q.shape, q.dtype), dk = be.empty(k.shape, q.dtype),
                  dv = be.empty(v.shape, q.dtype);
-    if (be.attention_backward(q, k, v, o, dout, lse, params, detail::Out(*dq), detail::Out(*dk),
-                              detail::Out(*dv))) {
+    if (kernel_backward(be, q, k, v, o, dout, lse, params, *dq, *dk, *dv)) {
       AttentionGrads out;
       if (want[0]) out.dq = dq;
       if (want[1]) out.dk = dk;

@@ -136,17 +136,20 @@ void zero(const TensorImpl& t) {
 
 }  // namespace
 
-void attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
+bool attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                         const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
                         const detail::AttentionParams& params, const TensorImpl& dq,
                         const TensorImpl& dk, const TensorImpl& dv, const KernelTable& kernels) {
   detail::check_attention_backward_call(q, k, v, o, dout, lse, params, dq, dk, dv);
+  // Contiguous gradients only (strided ones are declined after the check: the caller asks again
+  // with contiguous ones).
+  if (!dq.is_contiguous() || !dk.is_contiguous() || !dv.is_contiguous()) return false;
   const std::int64_t batch = q.shape[0], heads = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
   // No query or no key: every gradient is 0 (an empty product); D == 0 leaves nothing to write.
   if (batch * heads == 0 || tq == 0 || tk == 0 || d == 0) {
     for (const TensorImpl* t : {&dq, &dk, &dv}) zero(*t);
-    return;
+    return true;
   }
   check_attention_blas("attention_backward", q, k);
   const Job job{q,
@@ -167,6 +170,7 @@ void attention_backward(const TensorImpl& q, const TensorImpl& k, const TensorIm
     Scratch w;
     for (std::int64_t t = begin; t < end; ++t) task(job, t, w);
   });
+  return true;
 }
 
 }  // namespace kiln::cpu

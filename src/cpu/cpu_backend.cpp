@@ -115,12 +115,7 @@ bool CpuBackend::attention_backward(const detail::TensorImpl& q, const detail::T
                                     const detail::TensorImpl& dout, const detail::TensorImpl& lse,
                                     const detail::AttentionParams& params, detail::Out dq,
                                     detail::Out dk, detail::Out dv) {
-  // Every shape, as the forward, into contiguous gradients (the caller asks again with those);
-  // a call that breaks the contract throws, declined or not.
-  detail::check_attention_backward_call(q, k, v, o, dout, lse, params, *dq, *dk, *dv);
-  if (!dq->is_contiguous() || !dk->is_contiguous() || !dv->is_contiguous()) return false;
-  cpu::attention_backward(q, k, v, o, dout, lse, params, *dq, *dk, *dv, live_kernels());
-  return true;
+  return cpu::attention_backward(q, k, v, o, dout, lse, params, *dq, *dk, *dv, live_kernels());
 }
 
 bool CpuBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) const {

@@ -37,8 +37,8 @@ void attention(const detail::TensorImpl& q, const detail::TensorImpl& k,
                const detail::TensorImpl& o, const detail::TensorImpl* lse,
                const KernelTable& kernels);
 // attention_backward.cpp: Backend::attention_backward, blockwise per (b, h) with sgemm (every
-// shape: it always runs).
-void attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
+// shape), into contiguous gradients: false, after the contract's check, for strided ones.
+bool attention_backward(const detail::TensorImpl& q, const detail::TensorImpl& k,
                         const detail::TensorImpl& v, const detail::TensorImpl& o,
                         const detail::TensorImpl& dout, const detail::TensorImpl& lse,
                         const detail::AttentionParams& params, const detail::TensorImpl& dq,

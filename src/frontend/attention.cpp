@@ -66,10 +66,8 @@ std::optional<Tensor<4>> run_kernel(const Tensor<4>& q_in, const Tensor<4>& k_in
   // o in [B, Tq, H, D] memory, seen as [B, H, Tq, D] (as PyTorch's flash attention leaves it):
   // the heads merge back into [B, Tq, H D] with no copy.
   const Dims& s = q->shape;
-  const detail::Handle memory = detail::allocate(op, be, {s[0], s[2], s[1], s[3]}, q->dtype);
-  auto o = std::make_shared<detail::TensorImpl>(*memory);
-  o->shape = s;
-  o->strides = {memory->strides[0], memory->strides[2], memory->strides[1], memory->strides[3]};
+  const detail::Handle o =
+      detail::transpose(detail::allocate(op, be, {s[0], s[2], s[1], s[3]}, q->dtype), 1, 2);
   if (!be.attention(*q, *k, *v, detail::AttentionParams{causal, scale}, detail::Out(*o),
                     std::nullopt))
     return std::nullopt;

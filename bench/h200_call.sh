@@ -22,7 +22,8 @@
 # a GPT-2 step), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
 # bench --train), gpt2bf16 (the bf16 step beside eager's), shards (the suite without the CLI
 # tests), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
-# changed tests and one bench round, for a short budget).
+# changed tests and one bench round, for a short budget), tunelog (a GPT-2 step's matmul choices
+# on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -256,6 +257,30 @@ for section in "$@"; do
   shards)
     # The suite without the CLI tests and the sanitizer (a short call).
     shards
+    ;;
+  tunelog)
+    # The matmul choices a GPT-2 bf16 step makes on an empty store, and how fully each was timed
+    # (KILN_LOG=tune: "(partial)" where the first call's bound cut the candidates short), beside
+    # each product's device time (KILN_LOG=profile).
+    KILN_CACHE_DIR=$(mktemp -d) KILN_LOG=tune,profile t timeout 120 .device/run kiln_gpt2_train \
+      --device cuda --steps 3 --autocast bf16 >"$OUT/tunelog.txt" 2>&1
+    grep -E "candidates timed|: chose" "$OUT/tunelog.txt" | grep m16384 | cut -c1-230 | head -30
+    grep -E "cublasLt" "$OUT/tunelog.txt" | head -16
+    ;;
+  tuneahead)
+    # GPT-2's bf16 products tuned ahead of time with every candidate (kiln tune --exhaustive; a
+    # bucket's first problem decides it), then the step on that store: its time and its products'
+    # device time, beside tunelog's first-call choices.
+    export KILN_CACHE_DIR=$OUT/tuned
+    k() { t timeout 100 .device/run kiln tune --dtype bf16 --exhaustive "$@" | grep -E "tuned now|already"; }
+    k --layout NT --bias --matmul 16384x2304x768,16384x768x768,16384x768x3072
+    k --layout NT --matmul 16384x50304x768
+    k --layout NN --matmul 16384x768x2304,16384x768x768,16384x3072x768,16384x768x3072,16384x768x50304
+    k --layout TN --matmul 2304x768x16384,3072x768x16384,768x3072x16384,50304x768x16384
+    t timeout 100 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16 | tail -3
+    KILN_LOG=profile t timeout 100 .device/run kiln_gpt2_train --device cuda --steps 3 \
+      --autocast bf16 2>&1 | grep -E "cublasLt" | head -16
+    unset KILN_CACHE_DIR
     ;;
   esac
 done

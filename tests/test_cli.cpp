@@ -230,6 +230,15 @@ TEST_F(CliTest, TuneRejectsBadArgumentsWithAMessage) {
       {{"tune", "--exhaustive"}, 0, "requires --matmul"},
       {{"tune", "--list", "--exhaustive"}, 0, "requires --matmul"},
       {{"tune", "--matmul", "4x4x4", "--exhaustive=maybe"}, 0, "--exhaustive"},
+      {{"tune", "--matmul", "4x4x4", "--dtype", "f64"}, 0, "f64 not in"},
+      {{"tune", "--dtype", "bf16"}, 0, "requires --matmul"},
+      {{"tune", "--bias"}, 0, "requires --matmul"},
+      {{"tune", "--matmul", "4x4x4", "--dtype", "bf16", "--precision", "high"},
+       2,
+       "tune --precision high: a bf16 product has no float32 precision (it is for --dtype f32)"},
+      {{"tune", "--matmul", "4x4x4", "--bias", "--batch", "2"},
+       2,
+       "tune --bias: a linear layer's product is one matrix (--batch 1), not 2"},
       {{"bench", "--processes", "0"}, 0, "--processes"},
   };
   for (const Case& c : cases) {
@@ -313,6 +322,13 @@ TEST_F(CliTest, TuneMatmulFillsTheStoreOnTheGpu) {
   EXPECT_TRUE(has(l.out, ": current (cuda:0)")) << l;
   EXPECT_TRUE(has(l.out, key)) << l;
   EXPECT_TRUE(has(l.out, "tune rows (2):")) << l;
+
+  // A bf16 linear layer's product (a transposed weight, the bias epilogue): the key a program's
+  // nn::Linear looks up, so that a bf16 model can be tuned ahead of time.
+  const Outcome half =
+      kiln({"tune", "--matmul", "256x384x128", "--dtype", "bf16", "--layout", "NT", "--bias"});
+  ASSERT_EQ(half.status, 0) << half;
+  EXPECT_TRUE(has(half.out, "matmul bf16 highest NT b1 m256 n512 k128 bias: tuned now")) << half;
 }
 #endif
 

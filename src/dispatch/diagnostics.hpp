@@ -142,9 +142,11 @@ StoreClearing clear_store(StoreTables tables);
 
 // A matmul out[B, m, n] = a[B, m, k] @ b[B, k, n] of f32 operands.
 struct MatmulProblem {
-  std::string precision = "highest";    // "highest" or "high"
+  std::string precision = "highest";    // "highest" or "high" (of an f32 product)
   char layout_a = 'N', layout_b = 'N';  // N: as stored, T: a transposed view
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  std::string dtype = "f32";  // "f32", "bf16" or "f16"
+  bool bias = false;          // the bias epilogue of a linear layer (batch 1)
 };
 
 struct MatmulTuned {

@@ -44,15 +44,17 @@ StoreRow row_of(const store::Entry& e) {
 // The command checks its options; this is for any other caller, whose problem would otherwise
 // become a tune key no matmul ever looks up.
 void check(const MatmulProblem& p) {
-  const bool ok = (p.precision == "highest" || p.precision == "high") &&
-                  (p.layout_a == 'N' || p.layout_a == 'T') &&
-                  (p.layout_b == 'N' || p.layout_b == 'T') && p.batch >= 1 && p.m >= 1 &&
-                  p.n >= 1 && p.k >= 1;
+  const bool ok =
+      (p.precision == "highest" || p.precision == "high") &&
+      (p.layout_a == 'N' || p.layout_a == 'T') && (p.layout_b == 'N' || p.layout_b == 'T') &&
+      p.batch >= 1 && p.m >= 1 && p.n >= 1 && p.k >= 1 &&
+      (p.dtype == "f32" || p.dtype == "bf16" || p.dtype == "f16") && (!p.bias || p.batch == 1);
   if (ok) return;
   throw ValueError(fmt::format(
       "tune --matmul: not a matmul problem: precision '{}' (highest or high), layout {}{} (N or "
-      "T each), batch {}, {}x{}x{} (each at least 1)",
-      p.precision, p.layout_a, p.layout_b, p.batch, p.m, p.n, p.k));
+      "T each), batch {}, {}x{}x{} (each at least 1), dtype '{}' (f32, bf16 or f16), bias {} "
+      "(batch 1 only)",
+      p.precision, p.layout_a, p.layout_b, p.batch, p.m, p.n, p.k, p.dtype, p.bias));
 }
 
 }  // namespace
@@ -99,8 +101,10 @@ MatmulTuned MatmulTuning::tune(const MatmulProblem& p, const std::function<void(
   check(p);
   Impl& s = *impl_;
   MatmulTuned out;
-  out.key =
-      tune::matmul_key({"f32", p.precision, p.layout_a, p.layout_b, p.batch, p.m, p.n, p.k, ""});
+  // A half product's key says "highest" whatever the f32 precision (the precision has no say
+  // there), and an epilogue's key names it: both as cuda/matmul/matmul.cpp makes them.
+  out.key = tune::matmul_key({p.dtype, p.dtype == "f32" ? p.precision : "highest", p.layout_a,
+                              p.layout_b, p.batch, p.m, p.n, p.k, p.bias ? "bias" : ""});
   // What the store holds of the key may come from a first call's bounded tuning: asked to be
   // exhaustive, tune it again (once per session: a later problem of the bucket finds it).
   if (s.exhaustive && s.retuned.insert(out.key).second)

@@ -151,6 +151,17 @@ int main(int argc, char** argv) {
       ->needs(matmul_opt)
       ->capture_default_str();
   tune_cmd
+      ->add_option("--dtype", tune.dtype,
+                   "The operands' and the output's dtype (--precision is for f32)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->needs(matmul_opt)
+      ->capture_default_str();
+  tune_cmd
+      ->add_flag("--bias", tune.bias,
+                 "Tune the product as a linear layer runs it: a bias of N added in the same pass "
+                 "(cuBLASLt's bias epilogue, a tune key of its own)")
+      ->needs(matmul_opt);
+  tune_cmd
       ->add_flag("--exhaustive", tune.exhaustive,
                  "Time every candidate (cuBLASLt's 16 and kiln's own kernels, compiled first) "
                  "with more samples and no time bound, also for problems the store has")

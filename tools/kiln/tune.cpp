@@ -105,33 +105,50 @@ Device cuda_device(const std::string& spec) {
                                 present.empty() ? "none" : present));
 }
 
-// An operand of logical shape [rows, cols] (with the batch in front when batch > 1): stored as
-// it is (N) or stored transposed and viewed back (T), so that the matmul sees that layout.
+DType dtype_of(const std::string& name) {
+  return name == "bf16" ? DType::bf16 : name == "f16" ? DType::f16 : DType::f32;
+}
+
+// An operand of logical shape [rows, cols] (with the batch in front when batch > 1) of `dtype`:
+// stored as it is (N) or stored transposed and viewed back (T), so that the matmul sees that
+// layout.
 template <int D>
-Tensor<D> operand(std::array<std::int64_t, D> shape, char layout, const Device& device,
+Tensor<D> operand(std::array<std::int64_t, D> shape, char layout, DType dtype, const Device& device,
                   std::uint64_t seed) {
   if (layout == 'T') std::swap(shape[D - 2], shape[D - 1]);
-  Tensor<D> t = Tensor<D>::random(shape, Distribution::uniform(-1, 1), device, seed);
+  Tensor<D> t = Tensor<D>::random(shape, Distribution::uniform(-1, 1), device, seed).to(dtype);
   return layout == 'T' ? t.transpose(D - 2, D - 1) : t;
 }
 
 // One matmul of the problem on fresh random operands, waited for; its seconds, operands apart.
+// With --bias it is a linear layer's: x @ w^T + bias, w = b^T (b stored transposed, layout T,
+// is the weight as nn::Linear holds it).
 double run_one_matmul(const MatmulSize& s, const TuneOptions& o, const Device& device) {
   std::random_device rd;
   const std::uint64_t seed = (std::uint64_t{rd()} << 32) ^ rd();
-  auto timed = [&](const auto& a, const auto& b) {
+  const DType dtype = dtype_of(o.dtype);
+  auto timed = [&](const auto& a, const auto& b, const auto& product) {
     device.sync();  // the operands exist before the clock starts
     const auto t0 = std::chrono::steady_clock::now();
-    const auto c = matmul(a, b);
+    const auto c = product(a, b);
     device.sync();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  if (o.batch == 1) {
-    return timed(operand<2>({s.m, s.k}, o.layout[0], device, seed),
-                 operand<2>({s.k, s.n}, o.layout[1], device, seed + 1));
+  const auto plain = [](const auto& a, const auto& b) { return matmul(a, b); };
+  if (o.bias) {  // (batch 1: the command checks)
+    const Tensor<1> bias =
+        Tensor<1>::random({s.n}, Distribution::uniform(-1, 1), device, seed + 2).to(dtype);
+    return timed(
+        operand<2>({s.m, s.k}, o.layout[0], dtype, device, seed),
+        operand<2>({s.k, s.n}, o.layout[1], dtype, device, seed + 1),
+        [&](const Tensor<2>& a, const Tensor<2>& b) { return linear(a, b.transpose(0, 1), bias); });
   }
-  return timed(operand<3>({o.batch, s.m, s.k}, o.layout[0], device, seed),
-               operand<3>({o.batch, s.k, s.n}, o.layout[1], device, seed + 1));
+  if (o.batch == 1) {
+    return timed(operand<2>({s.m, s.k}, o.layout[0], dtype, device, seed),
+                 operand<2>({s.k, s.n}, o.layout[1], dtype, device, seed + 1), plain);
+  }
+  return timed(operand<3>({o.batch, s.m, s.k}, o.layout[0], dtype, device, seed),
+               operand<3>({o.batch, s.k, s.n}, o.layout[1], dtype, device, seed + 1), plain);
 }
 
 std::string format_time(std::int64_t seconds_since_1970) {
@@ -244,9 +261,9 @@ void tune_matmuls(const std::vector<MatmulSize>& sizes, const TuneOptions& o,
   try {
     for (const MatmulSize& s : sizes) {
       double seconds = 0;
-      const diagnostics::MatmulTuned t =
-          tuning.tune({o.precision, o.layout[0], o.layout[1], o.batch, s.m, s.n, s.k},
-                      [&] { seconds = run_one_matmul(s, o, device); });
+      const diagnostics::MatmulTuned t = tuning.tune(
+          {o.precision, o.layout[0], o.layout[1], o.batch, s.m, s.n, s.k, o.dtype, o.bias},
+          [&] { seconds = run_one_matmul(s, o, device); });
       for (const diagnostics::StoreRow& e : t.fresh) {
         fmt::print("{}: tuned now (the call took {}): {}, {} (timed on {})\n", printable(e.key),
                    format_duration(seconds), printable(e.name), format_duration(e.seconds),
@@ -299,6 +316,15 @@ void run_tune(const TuneOptions& o) {
   }
 
   const std::vector<MatmulSize> sizes = parse_sizes(o.matmul);
+  if (o.dtype != "f32" && o.precision != "highest") {
+    throw ValueError(fmt::format(
+        "tune --precision {}: a {} product has no float32 precision (it is for --dtype f32)",
+        o.precision, o.dtype));
+  }
+  if (o.bias && o.batch != 1) {
+    throw ValueError(fmt::format(
+        "tune --bias: a linear layer's product is one matrix (--batch 1), not {}", o.batch));
+  }
   if (const auto off = feature_off("autotune")) {
     throw Error(fmt::format(
         "tune --matmul: autotune is off ({}): matmul would take the heuristic's first choice "

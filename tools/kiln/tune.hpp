@@ -13,6 +13,8 @@ struct TuneOptions {
   std::string device = "cuda:0";      // "cuda" or "cuda:N"
   std::int64_t batch = 1;             // B of out[B, m, n] = a[B, m, k] @ b[B, k, n]
   std::string layout = "NN";          // per operand, N: as stored, T: a transposed view
+  std::string dtype = "f32";          // of the operands and the output: f32, bf16 or f16
+  bool bias = false;                  // a linear layer's product: x @ w^T + bias in one pass
   // Every candidate, more samples, no bound (tune::Policy::exhaustive()), and the problems'
   // keys tuned again even when the store has them; else tune::Policy::offline().
   bool exhaustive = false;

@@ -85,11 +85,7 @@ const std::string& attention_source(DType t, int d, bool backward) {
   const char* T = ir::cuda_storage_type(t);
   s = ir::cuda_prelude() + std::string(embed::cuda_kernels_attention_cuh);
   if (!backward) {
-    // 64 keys a tile for 16-bit types where two K and two V tiles fit the 48 KiB of static shared
-    // memory (D <= 64), else 32: at D = 128 two buffers of 32 keys beat one of 64 (docs/
-    // benchmarks.md, 2026-12-06). f32 tiles are twice the bytes.
-    const int row = (d + 16 / static_cast<int>(dtype_size(t))) * static_cast<int>(dtype_size(t));
-    const int bn = t != DType::f32 && 4 * 64 * row <= 48 * 1024 ? 64 : 32;
+    const int bn = t == DType::f32 ? 32 : 64;  // f32 tiles are twice the bytes
     s += fmt::format(
         "extern \"C\" __global__ void {0} {1}(const {2}* q, const {2}* k, "
         "const {2}* v, {2}* o, float* lse, int heads, long long tq, long long tk, ka::Strides sq, "

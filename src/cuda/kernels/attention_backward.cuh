@@ -144,9 +144,6 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
     }
   };
   const auto use = [&](long long i0, int buf) {
-    // Causal: a tile of queries that all precede this warp's keys adds nothing (bf16 D = 64 on the
-    // H200: 274 us against 281, 2026-12-06).
-    if (causal && i0 + BN - 1 < r0) return;
     const S *qt = qs + buf * kTile, *dot = dos + buf * kTile;
     float pt[NT][4], dpt[NT][4];
     mma_abt<T, D, BN>(pt, ka_, qt);   // S^T = k q^T

@@ -97,6 +97,7 @@ void row(const Options& o, DType dtype, std::int64_t heads, std::int64_t d) {
         o.runs, o.batch, [&] { attend(ql, kl, vl).backward(g); }, sync);
     std::printf("%s %s: forward+backward %.3f ms (%.1f TFLOP/s)\n", name,
                 fused ? "kiln" : "composed", fb * 1e3, 3.5 * fwd_flop / fb * 1e-12);
+    std::fflush(stdout);  // (a crash after the last row, seen twice on the H100, lost it)
   }
 }
 

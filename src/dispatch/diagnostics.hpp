@@ -140,7 +140,8 @@ StoreClearing clear_store(StoreTables tables);
 
 // ---- tuning ahead of time (diagnostics_tune.cpp) ----
 
-// A matmul out[B, m, n] = a[B, m, k] @ b[B, k, n] of f32 operands.
+// A matmul out[B, m, n] = a[B, m, k] @ b[B, k, n] of f32, bf16 or f16 operands, with a linear
+// layer's bias added in the same pass when `bias` (the key of cuBLASLt's bias epilogue).
 struct MatmulProblem {
   std::string precision = "highest";    // "highest" or "high" (of an f32 product)
   char layout_a = 'N', layout_b = 'N';  // N: as stored, T: a transposed view

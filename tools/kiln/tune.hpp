@@ -24,9 +24,9 @@ struct TuneOptions {
 };
 
 // Does what the options ask and prints it on stdout. Throws kiln::Error (the CLI's exit status 2)
-// for a malformed MxNxK, --exhaustive without --matmul, autotune or persistence off (saying why),
-// an absent device, a store that cannot be written, and a problem whose choice did not reach the
-// store.
+// for a malformed MxNxK, --exhaustive without --matmul, --precision high with a half dtype,
+// --bias with a batch, autotune or persistence off (saying why), an absent device, a store that
+// cannot be written, and a problem whose choice did not reach the store.
 void run_tune(const TuneOptions& options);
 
 }  // namespace kiln::cli

@@ -23,9 +23,11 @@ struct Pending {
   cudaEvent_t start, end;
 };
 
+// A name's launches: their device times, in ms (a step's few thousand launches, kept whole for
+// the median).
 struct Total {
-  long long calls = 0;
-  double ms = 0;
+  std::vector<float> ms;
+  double sum = 0;
 };
 
 struct Profile {
@@ -65,8 +67,8 @@ void collect_locked(Profile& p, bool all) {
     float ms = 0;
     if (state == cudaSuccess && cudaEventElapsedTime(&ms, e.start, e.end) == cudaSuccess) {
       Total& t = p.totals[e.kernel ? name_of(p, e.kernel) : e.name];
-      ++t.calls;
-      t.ms += ms;
+      t.ms.push_back(ms);
+      t.sum += ms;
     } else {
       ++p.lost;
     }
@@ -148,18 +150,34 @@ std::string kernel_time_report() {
   std::lock_guard lock(p.mu);
   collect_locked(p, true);
   if (p.totals.empty()) return {};
-  std::vector<std::pair<std::string, Total>> rows(p.totals.begin(), p.totals.end());
-  std::sort(rows.begin(), rows.end(),
-            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  double all = 0;
-  for (const auto& r : rows) all += r.second.ms;
-  std::string s = fmt::format("device time per kernel, {:.3f} ms in all{}\n", all,
-                              p.lost ? fmt::format(" ({} launches not timed)", p.lost) : "");
-  s +=
-      fmt::format("  {:>10} {:>8} {:>10} {:>6}  kernel\n", "total ms", "calls", "mean us", "share");
-  for (const auto& [name, t] : rows) {
-    s += fmt::format("  {:>10.3f} {:>8} {:>10.2f} {:>5.1f}%  {}\n", t.ms, t.calls,
-                     t.ms * 1e3 / static_cast<double>(t.calls), 100 * t.ms / all, name);
+  struct Row {
+    std::string name;
+    std::size_t calls;
+    double sum, median, min;
+  };
+  std::vector<Row> rows;
+  double all = 0, at_medians = 0;
+  for (auto& [name, t] : p.totals) {
+    std::sort(t.ms.begin(), t.ms.end());
+    const std::size_t n = t.ms.size();
+    const double median = n % 2 ? t.ms[n / 2] : (t.ms[n / 2 - 1] + t.ms[n / 2]) / 2.0;
+    rows.push_back({name, n, t.sum, median, t.ms.front()});
+    all += t.sum;
+    at_medians += median * static_cast<double>(n);
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.sum > b.sum; });
+  // The medians say what a kernel takes once the one-time costs are paid: a first launch's
+  // module load, a graph's capture, or the host's set-up while the GPU waits between the events
+  // land in a few launches, and inflate the totals and means.
+  std::string s =
+      fmt::format("device time per kernel, {:.3f} ms in all, {:.3f} ms at each kernel's median{}\n",
+                  all, at_medians, p.lost ? fmt::format(" ({} launches not timed)", p.lost) : "");
+  s += fmt::format("  {:>10} {:>8} {:>10} {:>10} {:>10} {:>6}  kernel\n", "total ms", "calls",
+                   "mean us", "median us", "min us", "share");
+  for (const Row& r : rows) {
+    s += fmt::format("  {:>10.3f} {:>8} {:>10.2f} {:>10.2f} {:>10.2f} {:>5.1f}%  {}\n", r.sum,
+                     r.calls, r.sum * 1e3 / static_cast<double>(r.calls), r.median * 1e3,
+                     r.min * 1e3, 100 * r.sum / all, r.name);
   }
   return s;
 }

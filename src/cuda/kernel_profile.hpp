@@ -1,7 +1,8 @@
 // KILN_LOG=profile: where the device time goes. Every kernel kiln launches on a GPU and every
 // cuBLASLt matmul is timed on the device between two CUDA events recorded on its stream around
-// it; the times of finished launches are added up per kernel name at each sync, and at exit kiln
-// prints calls, total device time, mean and share per name, the longest first. The events cost
+// it; the times of finished launches are gathered per kernel name at each sync, and at exit kiln
+// prints calls, total device time, mean, median, minimum and share per name, the longest first
+// (a median below the mean: one-time costs in a few launches). The events cost
 // the host a few microseconds per launch, so figures taken with it on are not kiln's own: it says
 // which kernels to look at, beside the benchmarks that say how fast.
 #pragma once

@@ -41,6 +41,13 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+// Distributed training (kiln::dist, `kiln launch`): a rendezvous that fails or times out, a peer
+// that died or hung up, a launch environment that is missing or contradicts itself.
+class DistError : public Error {
+ public:
+  using Error::Error;
+};
+
 class OutOfMemoryError : public Error {
  public:
   using Error::Error;

@@ -1,10 +1,11 @@
-// The `kiln` command: `kiln bench`, `kiln doctor`, `kiln tune`, `kiln info`, `kiln --version`.
+// The `kiln` command: `kiln bench`, `kiln doctor`, `kiln tune`, `kiln info`, `kiln launch`,
+// `kiln --version`.
 //
 // Exit status: 0 on success; 2 for an error kiln raised (a kiln::Error, printed as
 // "kiln: <message>"); 1 from `kiln doctor` when a performance feature is lost; 3 when a benchmark's
 // result failed its check; 1 for anything unexpected; CLI11's own codes for a bad command line.
 // `kiln bench` in several processes exits with the status of the first process that failed (1 when
-// one was killed by a signal).
+// one was killed by a signal). `kiln launch` exits with its ranks' status (launch.hpp).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include "compare.hpp"
 #include "doctor.hpp"
 #include "kiln/kiln.hpp"
+#include "launch.hpp"
 #include "table.hpp"
 #include "tune.hpp"
 
@@ -188,6 +190,32 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd =
       app.add_subcommand("info", "Print kiln's version, the devices and the features");
 
+  kiln::cli::LaunchOptions launch;
+  CLI::App* launch_cmd = app.add_subcommand(
+      "launch",
+      "Start a program once per GPU, as torchrun does: RANK, WORLD_SIZE, LOCAL_RANK, "
+      "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set for kiln::dist; signals forwarded; when "
+      "one rank fails, the others are stopped. Usage: kiln launch -n N [options] program args...");
+  launch_cmd->add_option("-n,--nproc-per-node", launch.nproc, "Processes on this node")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  launch_cmd->add_option("--nnodes", launch.nnodes, "Nodes in all")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  launch_cmd->add_option("--node-rank", launch.node_rank, "This node's rank, 0 to --nnodes - 1")
+      ->capture_default_str();
+  launch_cmd->add_option("--master-addr", launch.master_addr,
+                         "Address of node 0, where rank 0 hosts the rendezvous (default "
+                         "127.0.0.1; required with --nnodes > 1)");
+  launch_cmd->add_option("--master-port", launch.master_port,
+                         "Its port (default: a free port on one node, 29500 on several)");
+  launch_cmd
+      ->add_option("--grace", launch.grace_seconds,
+                   "Seconds between SIGTERM and SIGKILL for the ranks left when one fails")
+      ->capture_default_str();
+  // Everything from the program on is the program's, options included.
+  launch_cmd->prefix_command();
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -208,6 +236,10 @@ int main(int argc, char** argv) {
     }
     if (*tune_cmd) kiln::cli::run_tune(tune);
     if (*info_cmd) run_info();
+    if (*launch_cmd) {
+      launch.command = launch_cmd->remaining();
+      return kiln::cli::run_launch(launch);
+    }
     if (*doctor_cmd) return kiln::cli::run_doctor(doctor);
   } catch (const kiln::InternalError& e) {  // a kiln bug, reported as one
     fmt::print(stderr, "kiln: internal error (a kiln bug): {}\n", e.what());

@@ -7,6 +7,7 @@
 #include "kiln/checkpoint.hpp"
 #include "kiln/config.hpp"
 #include "kiln/device.hpp"
+#include "kiln/dist.hpp"
 #include "kiln/dtype.hpp"
 #include "kiln/error.hpp"
 #include "kiln/format.hpp"

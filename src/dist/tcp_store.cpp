@@ -166,7 +166,7 @@ void TcpStore::wait(const std::vector<std::string>& keys) {
 }
 
 // A counter per generation: each rank adds one to the generation's counter, the last to arrive
-// sets its "done" key, and every rank waits for that key. Generations are counted per store, so
+// sets its "done" key, and every other rank waits for that key. Generations are counted per store, so
 // they agree as long as every rank calls barrier() equally often; the keys stay in the store (a
 // few bytes per barrier).
 void TcpStore::barrier() {
@@ -186,7 +186,13 @@ void TcpStore::barrier() {
   const std::string waiting =
       fmt::format("barrier {} (rank {} arrived as number {} of {}; waiting on key '{}')",
                   generation, rank_, arrived, world_size_, done_key);
-  if (arrived == world_size_) request(wire::encode_set(done_key, {}), waiting, deadline);
+  // The last to arrive releases the others and is done: no request of its own follows, so a
+  // rank 0 released by it may leave (and take the store with it) at once. The server answers the
+  // set and every waiter in one round, before it can see rank 0's store close.
+  if (arrived == world_size_) {
+    request(wire::encode_set(done_key, {}), waiting, deadline);
+    return;
+  }
   request(wire::encode_wait({done_key}), waiting, deadline);
 }
 

@@ -166,8 +166,8 @@ void TcpStore::wait(const std::vector<std::string>& keys) {
 }
 
 // A counter per generation: each rank adds one to the generation's counter, the last to arrive
-// sets its "done" key, and every other rank waits for that key. Generations are counted per store, so
-// they agree as long as every rank calls barrier() equally often; the keys stay in the store (a
+// sets its "done" key, and every other rank waits for that key. Generations are counted per store,
+// so they agree as long as every rank calls barrier() equally often; the keys stay in the store (a
 // few bytes per barrier).
 void TcpStore::barrier() {
   const std::uint64_t generation = barrier_generation_++;

@@ -23,7 +23,8 @@
 # bench --train), gpt2bf16 (the bf16 step beside eager's), shards (the suite without the CLI
 # tests), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget), tunelog (a GPT-2 step's matmul choices
-# on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled).
+# on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled), exitcrash
+# (where `kiln tune` dies at exit).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -266,6 +267,27 @@ for section in "$@"; do
       --device cuda --steps 3 --autocast bf16 >"$OUT/tunelog.txt" 2>&1
     grep -E "candidates timed|: chose" "$OUT/tunelog.txt" | grep m16384 | cut -c1-230 | head -30
     grep -E "cublasLt" "$OUT/tunelog.txt" | head -16
+    ;;
+  exitcrash)
+    # `kiln tune --matmul` children died of SIGSEGV at exit in the CLI tests (H100, 2026-12-07
+    # 00:58): three plain runs on one store (the later ones preload its choices), then two under
+    # gdb with every thread's stack.
+    g=$(command -v gdb || echo /usr/local/cuda/bin/cuda-gdb)
+    export KILN_CACHE_DIR=$OUT/exitcrash_store
+    tune_args=(tune --matmul 256x256x256,200x250x256 --precision high --layout NT)
+    for i in 1 2 3; do
+      timeout 60 .device/run kiln "${tune_args[@]}" >"$OUT/exitcrash_$i.txt" 2>&1
+      echo "plain run $i: exit $? (139: SIGSEGV)"
+    done
+    for i in 1 2; do
+      timeout 90 .device/run "$g" -q -batch -ex run -ex bt -ex "thread apply all bt 25" \
+        --args .device/bin/kiln "${tune_args[@]}" 2>&1 |
+        grep -v "^\[New Thread\|^\[Thread .* exited\|Cuda Driver\|cuFuncGetParamInfo\|^$" \
+          >"$OUT/exitcrash_gdb_$i.txt"
+      grep -E -A40 "SIGSEGV" "$OUT/exitcrash_gdb_$i.txt" | head -60
+      grep -E "exited" "$OUT/exitcrash_gdb_$i.txt"
+    done
+    unset KILN_CACHE_DIR
     ;;
   tuneahead)
     # GPT-2's bf16 products tuned ahead of time with every candidate (kiln tune --exhaustive; a

@@ -139,7 +139,7 @@ class Launch {
 
  private:
   // Starts one rank in a process group of its own, with the default disposition and no mask for
-  // the signals the launcher handles. A rank that cannot start stops those already running.
+  // the signals the launcher handles. A rank that cannot start kills those already running.
   void start(int rank, std::vector<std::string>& env) {
     std::vector<std::string> args = o_.command;
     const std::vector<char*> argv = null_terminated(args), envp = null_terminated(env);
@@ -158,7 +158,9 @@ class Launch {
     const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
-      signal_all(SIGTERM);
+      // (SIGKILL: a rank that has only just started has nothing to save, and one deaf to SIGTERM
+      // must not keep the launcher waiting here.)
+      signal_all(SIGKILL);
       for (Rank& r : ranks_) waitpid(r.pid, nullptr, 0);
       throw DistError(fmt::format("launch: cannot start '{}' as rank {}: {}", o_.command.front(),
                                   rank, std::strerror(rc)));

@@ -27,7 +27,7 @@ struct LaunchOptions {
 
 // Starts the ranks and waits for all of them; returns the launcher's exit status. Throws
 // kiln::ValueError for options that contradict each other, kiln::DistError when a rank cannot be
-// started (the ranks already running are stopped first).
+// started (the ranks already running are killed first).
 int run_launch(const LaunchOptions& options);
 
 }  // namespace kiln::cli

@@ -15,5 +15,6 @@
 #include "kiln/loss.hpp"
 #include "kiln/norm.hpp"
 #include "kiln/npy.hpp"
+#include "kiln/process_group.hpp"
 #include "kiln/shape.hpp"
 #include "kiln/tensor.hpp"

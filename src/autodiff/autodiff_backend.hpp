@@ -18,7 +18,7 @@ namespace kiln::autodiff {
 class Autodiff final : public detail::Decorator {
  public:
   explicit Autodiff(detail::Backend& inner) : Decorator("autodiff", inner) {}
-  static_assert(detail::kBackendInterfaceVersion == 11);
+  static_assert(detail::kBackendInterfaceVersion == 12);
 
   void elementwise(const ir::Program& program, std::span<const detail::TensorImpl* const> inputs,
                    std::span<const double> scalars, detail::Outs outputs) override;

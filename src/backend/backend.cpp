@@ -42,6 +42,8 @@ const char* backend_op_name(BackendOp op) {
       return "order";
     case BackendOp::attention:
       return "attention";
+    case BackendOp::collective:
+      return "collective";
   }
   return "?";
 }
@@ -59,6 +61,10 @@ bool supports_common_dtypes(BackendOp op, std::span<const DType> dtypes) {
     case BackendOp::random:
       for (DType t : dtypes)
         if (!is_floating(t)) return false;
+      return true;
+    case BackendOp::collective:  // the floating dtypes and i32 (NCCL has no bool)
+      for (DType t : dtypes)
+        if (!is_floating(t) && t != DType::i32) return false;
       return true;
   }
   return false;

@@ -14,7 +14,9 @@
 // an output's buffer when the recorded work runs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -261,9 +263,50 @@ void check_attention_backward_call(const TensorImpl& q, const TensorImpl& k, con
                                    const TensorImpl& dq, const TensorImpl& dk,
                                    const TensorImpl& dv);
 
+// Collectives between the processes of a job (Backend::collective, version 12; kiln::dist). With
+// W ranks, each calling with its own x, of one shape and dtype everywhere:
+//   all_reduce      out (x's shape) = x of every rank combined by `reduce` (avg: the sum / W)
+//   broadcast       out (x's shape) = rank root's x
+//   all_gather      out [W * n, ...] = every rank's x [n, ...] in rank order
+//   reduce_scatter  out [n / W, ...] = rows [rank * n / W, (rank + 1) * n / W) of all_reduce(x)
+enum class CollectiveOp : std::uint8_t { all_reduce, broadcast, all_gather, reduce_scatter };
+enum class CollectiveReduce : std::uint8_t { sum, avg, max };
+const char* collective_op_name(CollectiveOp op);
+struct CollectiveParams {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  CollectiveReduce reduce = CollectiveReduce::sum;  // all_reduce, reduce_scatter
+  int root = 0;                                     // broadcast
+};
+// The backend's end of a process group: what Backend::communicator made, which only that backend
+// reads. Destroying it releases the transport (NCCL: the communicator).
+class Communicator {
+ public:
+  Communicator(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  // The transport, for kiln info and errors ("nccl 2.28.9", "none (one rank)").
+  virtual std::string transport() const = 0;
+
+ private:
+  int rank_, world_size_;
+};
+// The shape out must have for x (as CollectiveOp says); throws ShapeError (all_gather and
+// reduce_scatter of a rank-0 x, reduce_scatter of rows that W does not divide) or ValueError (a
+// root outside [0, W)) naming the op.
+Dims collective_out_shape(const CollectiveParams& p, const TensorImpl& x, int world_size);
+// Throws (DTypeError, ShapeError, ValueError) unless collective(p, comm, x, out) meets
+// Backend::collective's contract: x and out contiguous, of one dtype, out of
+// collective_out_shape, not overlapping x; avg and max need a floating dtype or i32 (avg: floating
+// only).
+void check_collective_call(const CollectiveParams& p, const Communicator& comm, const TensorImpl& x,
+                           const TensorImpl& out);
+
 // The interface's version. An implementation states the one it was written for
-// (static_assert(kBackendInterfaceVersion == 11)), so a change of contract fails its build.
-inline constexpr int kBackendInterfaceVersion = 11;
+// (static_assert(kBackendInterfaceVersion == 12)), so a change of contract fails its build.
+inline constexpr int kBackendInterfaceVersion = 12;
 
 // The kinds of call `supports` is asked about.
 enum class BackendOp : std::uint8_t {
@@ -274,7 +317,8 @@ enum class BackendOp : std::uint8_t {
   index,
   rows,
   order,
-  attention
+  attention,
+  collective
 };
 const char* backend_op_name(BackendOp op);
 
@@ -421,6 +465,19 @@ class Backend {
     return false;
   }
 
+  // Collectives (version 12). communicator_id() makes, on rank 0, the bytes every rank passes to
+  // communicator() (NCCL: its unique id; empty where none is needed); communicator() joins the
+  // group of world_size ranks as `rank`, waiting for all of them for at most timeout_s seconds.
+  // Both throw DistError where this backend has no transport for the group (the default: none;
+  // the CPU backend: a group of one only). collective() queues the op on the device's stream
+  // without waiting for it (CollectiveOp says what it computes; check_collective_call its
+  // contract).
+  virtual std::vector<std::byte> communicator_id();
+  virtual std::unique_ptr<Communicator> communicator(std::span<const std::byte> id, int rank,
+                                                     int world_size, double timeout_s);
+  virtual void collective(const CollectiveParams& p, Communicator& comm, const TensorImpl& x,
+                          Out out);
+
   // Waits for every op queued on this device.
   virtual void sync() = 0;
   // Runs what this layer has recorded and not run yet (nothing, for a backend that runs each
@@ -500,6 +557,15 @@ class Decorator : public Backend {
                           const TensorImpl& o, const TensorImpl& dout, const TensorImpl& lse,
                           const AttentionParams& params, Out dq, Out dk, Out dv) override {
     return inner_.attention_backward(q, k, v, o, dout, lse, params, dq, dk, dv);
+  }
+  std::vector<std::byte> communicator_id() override { return inner_.communicator_id(); }
+  std::unique_ptr<Communicator> communicator(std::span<const std::byte> id, int rank,
+                                             int world_size, double timeout_s) override {
+    return inner_.communicator(id, rank, world_size, timeout_s);
+  }
+  void collective(const CollectiveParams& p, Communicator& comm, const TensorImpl& x,
+                  Out out) override {
+    inner_.collective(p, comm, x, out);
   }
   void sync() override { inner_.sync(); }
   void flush() override { inner_.flush(); }

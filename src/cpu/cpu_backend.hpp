@@ -7,7 +7,7 @@ namespace kiln::cpu {
 
 class CpuBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 11);
+  static_assert(detail::kBackendInterfaceVersion == 12);
   std::string name() const override;  // "cpu<avx2>", "cpu<scalar>"
   Device device() const override { return Device::cpu(); }
   std::uint64_t memory_capacity() const override;
@@ -38,6 +38,12 @@ class CpuBackend final : public detail::Backend {
                           const detail::TensorImpl& dout, const detail::TensorImpl& lse,
                           const detail::AttentionParams& params, detail::Out dq, detail::Out dk,
                           detail::Out dv) override;
+  // A group of one only: kiln writes no transport of its own (src/cpu/collective.cpp).
+  std::vector<std::byte> communicator_id() override { return {}; }
+  std::unique_ptr<detail::Communicator> communicator(std::span<const std::byte> id, int rank,
+                                                     int world_size, double timeout_s) override;
+  void collective(const detail::CollectiveParams& p, detail::Communicator& comm,
+                  const detail::TensorImpl& x, detail::Out out) override;
   void sync() override {}  // CPU ops run to completion on the calling thread
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The SIMD target, the thread limit, the BLAS and the kernels it picked for this CPU.

@@ -12,7 +12,7 @@ namespace kiln::cuda {
 
 class CudaBackend final : public detail::Backend {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 11);
+  static_assert(detail::kBackendInterfaceVersion == 12);
   explicit CudaBackend(int index);
   std::string name() const override;  // "cuda<sm_90>"
   Device device() const override { return ctx_.device; }

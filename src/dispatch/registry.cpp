@@ -222,9 +222,9 @@ namespace {
 // every operand), so that a dtype a backend lacks shows in `kiln info` before a call fails.
 void add_dtype_facts(const detail::Backend& chain, std::vector<DeviceInfo::Fact>& out) {
   using detail::BackendOp;
-  for (BackendOp op :
-       {BackendOp::elementwise, BackendOp::reduce, BackendOp::matmul, BackendOp::random,
-        BackendOp::index, BackendOp::rows, BackendOp::order, BackendOp::attention}) {
+  for (BackendOp op : {BackendOp::elementwise, BackendOp::reduce, BackendOp::matmul,
+                       BackendOp::random, BackendOp::index, BackendOp::rows, BackendOp::order,
+                       BackendOp::attention, BackendOp::collective}) {
     std::string list;
     for (int i = 0; i < detail::kNumDTypes; ++i) {
       const auto t = static_cast<DType>(i);

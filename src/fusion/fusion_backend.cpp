@@ -214,6 +214,14 @@ bool Fusion::sum_of_squares(std::span<const detail::TensorImpl* const> xs, detai
   return inner().sum_of_squares(xs, total);
 }
 
+void Fusion::collective(const detail::CollectiveParams& p, detail::Communicator& comm,
+                        const detail::TensorImpl& x, detail::Out out) {
+  flush();
+  require_memory(x);
+  bind(*out);
+  inner().collective(p, comm, x, out);
+}
+
 void Fusion::rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
                   detail::Out y, const detail::RowStats& stats) {
   flush();

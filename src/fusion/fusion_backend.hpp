@@ -28,7 +28,7 @@ namespace kiln::fusion {
 
 class Fusion final : public detail::Decorator {
  public:
-  static_assert(detail::kBackendInterfaceVersion == 11);
+  static_assert(detail::kBackendInterfaceVersion == 12);
   explicit Fusion(detail::Backend& inner) : Decorator("fusion", inner) { summary_at_exit(); }
 
   detail::Handle empty(const Dims& shape, DType dtype) override;
@@ -50,6 +50,8 @@ class Fusion final : public detail::Decorator {
              const detail::AdamWScalars& scalars) override;
   // Closes the open group too: the sum reads every x from memory.
   bool sum_of_squares(std::span<const detail::TensorImpl* const> xs, detail::Out total) override;
+  void collective(const detail::CollectiveParams& p, detail::Communicator& comm,
+                  const detail::TensorImpl& x, detail::Out out) override;
   // Closes the open group too: a row op reads whole rows of x from memory (the group's pending
   // values of x are written first) and writes y and the statistics.
   void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,

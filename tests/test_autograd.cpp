@@ -461,6 +461,103 @@ TEST_P(AutogradTest, GradientsPassedOnKeepTheirOffset) {
   expect_near_all(hooked, db, "db in the hook");
 }
 
+// set_grad (PyTorch's `t.grad = g`) replaces a leaf's gradient: kept as it is where its layout is
+// the leaf's (no copy), written in place of the leaf's layout otherwise (a transposed view), and
+// only over a partial view's own elements; later backward passes add to it; no hook runs.
+TEST_P(AutogradTest, SetGradReplacesTheGradient) {
+  auto x = leaf<2>({2, 3});
+  int hooks = 0;
+  x.on_grad_final([&](const Tensor<2>&) { ++hooks; });
+  const std::vector<float> gv{1, 2, 3, 4, 5, 6};
+  auto g = Tensor<2>::from_data(gv, {2, 3}, dev());
+  (x * 5.0f).sum().backward();  // a gradient there already: replaced, not added to
+  EXPECT_EQ(hooks, 1);
+  x.set_grad(g);
+  EXPECT_EQ(hooks, 1) << "set_grad ran a hook";
+  EXPECT_EQ(x.grad()->to_vector(), gv);
+  EXPECT_TRUE(kt::shares_buffer(*x.grad(), g)) << "a gradient of the leaf's layout was copied";
+  (x * 2.0f).sum().backward();
+  EXPECT_EQ(x.grad()->to_vector(), (std::vector<float>{3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(g.to_vector(), gv) << "backward wrote into the tensor given to set_grad";
+
+  // A slice of a bigger tensor (at an offset), as data-parallel buckets give.
+  auto big = Tensor<1>::from_data(std::vector<float>{9, 9, 1, 2, 3, 4, 5, 6}, {8}, dev());
+  x.set_grad(big.slice(0, 2, 8).reshape({2, 3}));
+  EXPECT_EQ(x.grad()->to_vector(), gv);
+
+  // A transposed view of the leaf, given a contiguous gradient.
+  auto xt = x.transpose(0, 1);
+  xt.set_grad(Tensor<2>::from_data(std::vector<float>{1, 4, 2, 5, 3, 6}, {3, 2}, dev()));
+  EXPECT_EQ(x.grad()->to_vector(), gv);
+  EXPECT_EQ(xt.grad()->to_vector(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+
+  // A partial view: the other elements keep theirs.
+  x.slice(0, 1, 2).set_grad(Tensor<2>::full({1, 3}, -1.0f, DType::f32, dev()));
+  EXPECT_EQ(x.grad()->to_vector(), (std::vector<float>{1, 2, 3, -1, -1, -1}));
+  x.zero_grad();
+  x.slice(1, 0, 1).set_grad(Tensor<2>::full({2, 1}, 7.0f, DType::f32, dev()));
+  EXPECT_EQ(x.grad()->to_vector(), (std::vector<float>{7, 0, 0, 7, 0, 0}));
+
+  // A gradient that needs a gradient itself is detached: the leaf's grad records nothing.
+  auto w = leaf<2>({2, 3});
+  x.set_grad(w);
+  EXPECT_FALSE(x.grad()->requires_grad());
+  EXPECT_EQ(x.grad()->to_vector(), w.to_vector());
+
+  // A bf16 leaf takes a bf16 gradient.
+  auto h = leaf<1>({4}).to(DType::bf16).detach().requires_grad(true);
+  h.set_grad(Tensor<1>::full({4}, 0.5f, DType::bf16, dev()));
+  EXPECT_EQ(h.grad()->dtype(), DType::bf16);
+  EXPECT_EQ(h.grad()->to_vector(), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+  EXPECT_EQ(hooks, 2);
+}
+
+// Each error names set_grad and says what is wrong.
+TEST_P(AutogradTest, SetGradErrors) {
+  auto x = leaf<2>({2, 3});
+  auto g = Tensor<2>::ones({2, 3}, DType::f32, dev());
+  auto expect_error = [](auto&& call, auto error, const std::string& words) {
+    using E = decltype(error);
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one saying '" << words << "'";
+    } catch (const E& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("set_grad"), std::string::npos) << what;
+      EXPECT_NE(what.find(words), std::string::npos) << what;
+    }
+  };
+  auto plain = Tensor<2>::ones({2, 3}, DType::f32, dev());
+  expect_error([&] { plain.set_grad(g); }, kiln::ValueError{""}, "requires_grad(true)");
+  expect_error([&] { (x * 2.0f).set_grad(g); }, kiln::ValueError{""}, "leaf");
+  expect_error(
+      [&] {
+        x.set_grad(Tensor<2>::ones({3, 2}, DType::f32, dev()));
+      },
+      kiln::ShapeError{""}, "[3, 2]");
+  expect_error(
+      [&] {
+        x.set_grad(Tensor<2>::ones({2, 3}, DType::bf16, dev()));
+      },
+      kiln::DTypeError{""}, "bf16");
+  auto row = leaf<2>({1, 3});
+  expect_error(
+      [&] {
+        row.expand({4, 3}).set_grad(Tensor<2>::ones({4, 3}, DType::f32, dev()));
+      },
+      kiln::ValueError{""}, "broadcast");
+  const auto devices = kt::test_devices();
+  for (const kiln::Device& other : devices) {
+    if (other == dev()) continue;
+    expect_error(
+        [&] {
+          x.set_grad(Tensor<2>::ones({2, 3}, DType::f32, other));
+        },
+        kiln::DeviceError{""}, other.str());
+  }
+  EXPECT_FALSE(x.grad().has_value()) << "a refused set_grad changed the gradient";
+}
+
 TEST_P(AutogradTest, BackendNameShowsTheDecorator) {
   EXPECT_NE(dev().backend_name().find("autodiff<"), std::string::npos) << dev().backend_name();
 }

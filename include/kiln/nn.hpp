@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kiln/nn/activation.hpp"
+#include "kiln/nn/data_parallel.hpp"
 #include "kiln/nn/dropout.hpp"
 #include "kiln/nn/embedding.hpp"
 #include "kiln/nn/init.hpp"

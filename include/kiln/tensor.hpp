@@ -204,6 +204,14 @@ class Tensor {
     return Tensor(std::move(g));
   }
   void zero_grad() const { detail::zero_grad(h("zero_grad")); }
+  // Replaces this leaf's gradient by g, as PyTorch's `t.grad = g` (data-parallel training sets
+  // each parameter's gradient to its all-reduced value). This tensor must be a leaf that needs
+  // a gradient (ValueError otherwise), g of its shape (ShapeError), dtype (DTypeError) and
+  // device (DeviceError). A g laid out as this tensor is kept as it is, not copied (a slice of a
+  // bigger tensor too); a g that needs a gradient itself is detached first. Set through a view of
+  // part of a leaf, it replaces that part's gradient only. Later backward passes add to it; no
+  // hook runs.
+  void set_grad(const Tensor& g) const { detail::set_grad(h("set_grad"), g.h("set_grad")); }
   // Gradients of this one-element tensor (or, with grad_output, of the sum of this tensor times
   // grad_output) with respect to every leaf behind it. retain_graph keeps what the recorded ops
   // saved, so that backward can run through them again.

@@ -9,6 +9,7 @@
 #include "autodiff/engine.hpp"
 #include "autodiff/graph.hpp"
 #include "autodiff/nodes.hpp"
+#include "autodiff/tensor_ops.hpp"
 #endif
 
 namespace kiln::detail {
@@ -43,6 +44,75 @@ Handle grad(const Handle& t) {
 
 void zero_grad(const Handle& t) {
   if (const auto& meta = t->buffer->autograd) meta->grad.reset();
+}
+
+void set_grad(const Handle& t, const Handle& g) {
+  const auto& meta = t->buffer->autograd;
+  if (!meta) {
+    throw ValueError(
+        "set_grad: the tensor does not need a gradient, so it has none to set (call "
+        "requires_grad(true) first)");
+  }
+  if (!meta->leaf()) {
+    throw ValueError(
+        "set_grad: the tensor is the result of ops that record a gradient; only a leaf keeps "
+        "one (as PyTorch's .grad of a non-leaf)");
+  }
+  if (g->shape != t->shape) {
+    throw ShapeError(fmt::format("set_grad: the gradient has shape {} but the tensor {}",
+                                 format_dims(g->shape), format_dims(t->shape)));
+  }
+  if (g->dtype != t->dtype) {
+    throw DTypeError(fmt::format("set_grad: the gradient is {} but the tensor {} (cast it first)",
+                                 dtype_name(g->dtype), dtype_name(t->dtype)));
+  }
+  if (g->device != t->device) {
+    throw DeviceError(
+        fmt::format("set_grad: the gradient is on {} but the tensor on {} (move it "
+                    "first)",
+                    g->device.str(), t->device.str()));
+  }
+  for (std::size_t d = 0; d < t->shape.size(); ++d) {
+    if (t->strides[d] == 0 && t->shape[d] > 1) {
+      throw ValueError(fmt::format(
+          "set_grad: the tensor is a broadcast view (dim {} of extent {} has stride 0), whose "
+          "elements share memory; set the gradient of the tensor it was expanded from",
+          d, t->shape[d]));
+    }
+  }
+  const bool was = autodiff::grad_enabled();
+  autodiff::set_grad_enabled(false);
+  struct Restore {
+    bool was;
+    ~Restore() { autodiff::set_grad_enabled(was); }
+  } restore{was};
+  // A gradient carries no graph and no mark of its own.
+  const Handle v = requires_grad(g) ? detach(g) : g;
+  const autodiff::View view = autodiff::View::of(*t);
+  const std::int64_t n = meta->numel;
+  const bool whole =
+      view.offset == 0 && numel(view.shape) == n && dense_strides(view.shape, view.strides);
+  bool same_layout = whole;
+  for (std::size_t d = 0; same_layout && d < view.shape.size(); ++d)
+    same_layout = view.shape[d] == 1 || v->strides[d] == view.strides[d];
+  if (same_layout) {
+    // g's memory in order is the flat gradient: kept as it is (at its offset), not copied.
+    meta->grad = std::make_shared<TensorImpl>(autodiff::reshaped(*v, {n}));
+    return;
+  }
+  // g in another layout than the tensor's view (a contiguous g of a transposed leaf), or a view
+  // of part of the leaf's memory: written into a flat gradient of its own, where the elements
+  // outside the view keep the gradient they had (zero where there was none).
+  Backend& be = backend(t->device);
+  Handle flat;
+  if (whole) {
+    flat = be.empty({n}, meta->dtype);
+  } else {
+    flat = autodiff::zeros(be, n, meta->dtype);
+    if (meta->grad) autodiff::copy_into(be, *meta->grad, *flat);
+  }
+  autodiff::copy_into(be, *v, view.over(*flat));
+  meta->grad = flat;
 }
 
 void backward(const Handle& t, const Handle& grad_output, bool retain_graph) {
@@ -182,6 +252,7 @@ void set_requires_grad(const Handle&, bool on) {
 bool requires_grad(const Handle&) { return false; }
 Handle grad(const Handle&) { return nullptr; }
 void zero_grad(const Handle&) {}
+void set_grad(const Handle&, const Handle&) { absent("set_grad"); }
 void backward(const Handle&, const Handle&, bool) { absent("backward"); }
 Handle detach(const Handle& t) { return t; }
 void on_grad_final(const Handle&, std::function<void(const Handle&)>) { absent("on_grad_final"); }

@@ -134,6 +134,9 @@ void set_requires_grad(const Handle& t, bool on);
 bool requires_grad(const Handle& t);
 Handle grad(const Handle& t);  // null where there is none
 void zero_grad(const Handle& t);
+// Replaces t's gradient by g (PyTorch's `t.grad = g`): t a leaf that needs a gradient, g of its
+// shape, dtype and device. No hook runs.
+void set_grad(const Handle& t, const Handle& g);
 // grad_output null: ones, for a one-element t.
 void backward(const Handle& t, const Handle& grad_output, bool retain_graph);
 Handle detach(const Handle& t);

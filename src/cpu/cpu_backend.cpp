@@ -129,6 +129,8 @@ std::vector<detail::BackendFeature> CpuBackend::features() const {
       {"blas", blas_library()},
   };
   out.push_back({"index accumulation", "deterministic (each destination owned by one task)"});
+  out.push_back(
+      {"collectives", "a group of one (CPU tensors have no transport; NCCL carries CUDA ones)"});
   if (const std::string core = blas_core(); !core.empty())
     out.push_back({"blas kernels", core + " (" + blas_core_origin() + ")"});
   return out;

@@ -7,6 +7,7 @@
 #include "cuda/device_memory.hpp"
 #include "cuda/kernel_profile.hpp"
 #include "cuda/matmul/cublaslt_state.hpp"
+#include "cuda/nccl_library.hpp"
 #include "cuda/precompile.hpp"
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
@@ -133,6 +134,18 @@ bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) 
   return detail::supports_common_dtypes(op, dtypes);
 }
 
+namespace {
+// NCCL's version and file, or why it cannot be loaded: what kiln::dist's collectives would use.
+std::string nccl_status() {
+  try {
+    const NcclLibrary& n = nccl();
+    return n.version + " (" + n.path + ")";
+  } catch (const DistError& e) {
+    return std::string("absent: ") + e.what();
+  }
+}
+}  // namespace
+
 std::vector<detail::BackendFeature> CudaBackend::features() const {
   return {
       {"gpu", ctx_.name},
@@ -142,6 +155,7 @@ std::vector<detail::BackendFeature> CudaBackend::features() const {
       {"runtime", runtime_version()},
       {"nvrtc", nvrtc_version()},
       {"cublasLt", cublas_version()},
+      {"nccl", nccl_status()},
       {"index accumulation",
        kiln::deterministic() ? "deterministic (index order per destination)" : "atomics"},
   };

@@ -50,6 +50,12 @@ class CudaBackend final : public detail::Backend {
                           const detail::TensorImpl& dout, const detail::TensorImpl& lse,
                           const detail::AttentionParams& params, detail::Out dq, detail::Out dk,
                           detail::Out dv) override;
+  // NCCL, loaded on first use (src/cuda/collective.cpp, nccl_library.hpp).
+  std::vector<std::byte> communicator_id() override;
+  std::unique_ptr<detail::Communicator> communicator(std::span<const std::byte> id, int rank,
+                                                     int world_size, double timeout_s) override;
+  void collective(const detail::CollectiveParams& p, detail::Communicator& comm,
+                  const detail::TensorImpl& x, detail::Out out) override;
   void sync() override;
   bool supports(detail::BackendOp op, std::span<const DType> dtypes) const override;
   // The GPU, its architecture and memory, and the CUDA libraries kiln runs with.

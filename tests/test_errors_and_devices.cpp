@@ -311,3 +311,16 @@ TEST(AutodiffAbsent, RequiresGradNamesTheOption) {
     EXPECT_NE(std::string(e.what()).find("KILN_AUTODIFF"), std::string::npos) << e.what();
   }
 }
+
+// Built without autodiff, set_grad (there is no gradient to set) names the option too.
+TEST(AutodiffAbsent, SetGradNamesTheOption) {
+  if (KILN_WITH_AUTODIFF) GTEST_SKIP() << "kiln was built with autodiff";
+  auto x = kiln::Tensor<1>::ones({2});
+  try {
+    x.set_grad(kiln::Tensor<1>::zeros({2}));
+    FAIL() << "set_grad did not throw";
+  } catch (const kiln::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("set_grad"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("KILN_AUTODIFF"), std::string::npos) << e.what();
+  }
+}

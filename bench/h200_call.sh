@@ -24,7 +24,7 @@
 # tests), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget), tunelog (a GPT-2 step's matmul choices
 # on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled), exitcrash
-# (where `kiln tune` dies at exit).
+# (where `kiln tune` dies at exit), dist (issue 22's tests on this machine's GPUs).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -42,6 +42,17 @@ shards() {
   t wait
   grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
 }
+# NCCL for kiln::dist, which loads it at run time: the toolkit's, else PyTorch's wheel's.
+if [ -z "${KILN_NCCL_LIBRARY:-}" ]; then
+  for f in /usr/local/cuda/lib64/libnccl.so.2 $(python3 -c 'import nvidia.nccl, os
+print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null); do
+    if [ -e "$f" ]; then
+      export KILN_NCCL_LIBRARY=$f
+      break
+    fi
+  done
+fi
+echo "NCCL: ${KILN_NCCL_LIBRARY:-not found} (NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset})"
 date -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 for section in "$@"; do
@@ -267,6 +278,15 @@ for section in "$@"; do
       --device cuda --steps 3 --autocast bf16 >"$OUT/tunelog.txt" 2>&1
     grep -E "candidates timed|: chose" "$OUT/tunelog.txt" | grep m16384 | cut -c1-230 | head -30
     grep -E "cublasLt" "$OUT/tunelog.txt" | head -16
+    ;;
+  dist)
+    # Issue 22 on this machine's GPUs: the collectives and DataParallel in a group of one, NCCL's
+    # loading, and the jobs over every GPU (kiln launch; the watchdog test needs two).
+    t timeout 200 .device/run kiln_tests \
+      --gtest_filter='*Collectives*:*DataParallel*:Nccl*:GpuJob*:DistJob*:*SetGrad*' \
+      >"$OUT/dist_tests.log" 2>&1
+    grep -hE "^\[  FAILED|^\[  SKIPPED|PASSED|tests ran" "$OUT/dist_tests.log" | tail -12
+    grep -hE "Failure|rank [0-9]" "$OUT/dist_tests.log" | head -20
     ;;
   exitcrash)
     # `kiln tune --matmul` children died of SIGSEGV at exit in the CLI tests (H100, 2026-12-07

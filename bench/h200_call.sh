@@ -287,6 +287,15 @@ for section in "$@"; do
       >"$OUT/dist_tests.log" 2>&1
     grep -hE "^\[  FAILED|^\[  SKIPPED|PASSED|tests ran" "$OUT/dist_tests.log" | tail -12
     grep -hE "Failure|rank [0-9]" "$OUT/dist_tests.log" | head -20
+    # The GPT-2 bf16 step through DataParallel over every GPU, beside the step without it and
+    # PyTorch's DDP (torchrun) on as many.
+    n=$(nvidia-smi -L | wc -l)
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
+    t timeout 150 .device/run kiln launch -n "$n" "$PWD/.device/bin/kiln_gpt2_train" \
+      --device cuda --steps 10 --autocast bf16 --ddp on
+    t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16
+    t timeout 150 torchrun --nproc-per-node "$n" .device/peers/gpt2_torch.py --steps 10 \
+      --dtype bf16 --ddp 2>&1 | grep -vE "^W[0-9]|OMP_NUM_THREADS|^\*+$"
     ;;
   exitcrash)
     # `kiln tune --matmul` children died of SIGSEGV at exit in the CLI tests (H100, 2026-12-07

@@ -8,16 +8,20 @@ MFU as nanoGPT's estimate_mfu against 989 TFLOP/s, and torch.cuda.max_memory_all
 
   gpt2_torch.py [--device cuda|cpu] [--batch 16] [--seq 1024] [--layers 12] [--heads 12]
                 [--embd 768] [--vocab 50304] [--steps 10]
-                [--dtype bf16|tf32|f32] [--compile] [--attention flash|written]
+                [--dtype bf16|tf32|f32] [--compile] [--attention flash|written] [--ddp]
 
 --dtype bf16 is torch.autocast(bfloat16) over f32 weights (issue 21's PyTorch figures), tf32 is
 f32 with torch.set_float32_matmul_precision("high") (kiln's Precision::high), f32 is strict.
 --attention written spells attention as matmul, mask, softmax, matmul, as kiln composes it;
-flash (default) is F.scaled_dot_product_attention, as nanoGPT.
+flash (default) is F.scaled_dot_product_attention, as nanoGPT. --ddp trains through
+DistributedDataParallel, one process per GPU as `torchrun --nproc-per-node N gpt2_torch.py --ddp`
+starts them (each on cuda:LOCAL_RANK, --batch a rank, its own tokens); rank 0 reports, tokens/s
+counting every rank's, as kiln_gpt2_train --ddp on.
 """
 import argparse
 import contextlib
 import math
+import os
 import time
 
 import torch
@@ -91,7 +95,14 @@ def main():
     p.add_argument("--dtype", choices=("bf16", "tf32", "f32"), default="bf16")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--attention", choices=("flash", "written"), default="flash")
+    p.add_argument("--ddp", action="store_true")
     a = p.parse_args()
+    rank, ranks = 0, 1
+    if a.ddp:
+        torch.distributed.init_process_group("nccl")
+        rank, ranks = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        a.device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(a.device)
     dev = torch.device(a.device)
     torch.set_float32_matmul_precision("highest" if a.dtype == "f32" else "high")
     torch.manual_seed(1337)
@@ -101,7 +112,10 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": other, "weight_decay": 0.0}],
                             lr=6e-4, betas=(0.9, 0.95), fused=dev.type == "cuda")
-    forward = torch.compile(model) if a.compile else model
+    wrapped = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev])
+               if a.ddp else model)
+    forward = torch.compile(wrapped) if a.compile else wrapped
+    torch.manual_seed(1337 + rank)  # each rank its own tokens
     x = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
     y = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
     autocast = (torch.autocast(dev.type, dtype=torch.bfloat16) if a.dtype == "bf16"
@@ -117,10 +131,11 @@ def main():
         return loss.item()
 
     params = sum(q.numel() for q in model.parameters())
-    print(f"torch {torch.__version__} on {dev}, GPT-2 {a.layers} layers, {a.heads} heads, "
+    say = print if rank == 0 else (lambda *_: None)
+    say(f"torch {torch.__version__} on {dev}, GPT-2 {a.layers} layers, {a.heads} heads, "
           f"{a.embd} wide, vocab {a.vocab}, {params} parameters; batch {a.batch} x {a.seq} "
           f"tokens, AdamW (fused), {a.dtype}, {'torch.compile' if a.compile else 'eager'}, "
-          f"{a.attention} attention")
+          f"{a.attention} attention" + (f", DDP over {ranks} ranks" if a.ddp else ""))
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
@@ -133,15 +148,17 @@ def main():
         samples.append(time.perf_counter() - s0)
     samples.sort()
     median = samples[len(samples) // 2]
-    tokens_per_s = a.batch * a.seq / median
+    tokens_per_s = a.batch * a.seq * ranks / median
     n = params - a.seq * a.embd
-    mfu = (6 * n + 12 * a.layers * a.seq * a.embd) * tokens_per_s / 989e12
+    mfu = (6 * n + 12 * a.layers * a.seq * a.embd) * tokens_per_s / ranks / 989e12
     peak = torch.cuda.max_memory_allocated() / 2**30 if dev.type == "cuda" else float("nan")
-    print(f"first step {first:.2f} s; step min {samples[0] * 1e3:.2f} ms, median "
+    say(f"first step {first:.2f} s; step min {samples[0] * 1e3:.2f} ms, median "
           f"{median * 1e3:.2f} ms ({a.steps} steps): {tokens_per_s:.0f} tokens/s, MFU "
           f"{mfu * 100:.1f} % (of 989 TFLOP/s bf16)")
-    print(f"loss {first_loss:.4f} after the first step, {loss:.4f} after {a.steps + 1}; "
+    say(f"loss {first_loss:.4f} after the first step, {loss:.4f} after {a.steps + 1}; "
           f"peak memory {peak:.2f} GiB")
+    if a.ddp:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

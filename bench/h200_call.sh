@@ -52,7 +52,10 @@ print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/de
     fi
   done
 fi
-echo "NCCL: ${KILN_NCCL_LIBRARY:-not found} (NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset})"
+# NVLink multicast must stay off on the lent machines (one H100 had the variable unset,
+# 2026-12-07): set it here for every rank and peer this script starts.
+echo "NCCL: ${KILN_NCCL_LIBRARY:-not found} (NCCL_NVLS_ENABLE was ${NCCL_NVLS_ENABLE:-unset})"
+export NCCL_NVLS_ENABLE=0
 date -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 for section in "$@"; do
@@ -296,6 +299,10 @@ for section in "$@"; do
     t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16
     t timeout 150 torchrun --nproc-per-node "$n" .device/peers/gpt2_torch.py --steps 10 \
       --dtype bf16 --ddp 2>&1 | grep -vE "^W[0-9]|OMP_NUM_THREADS|^\*+$"
+    # all_reduce's bus bandwidth over every GPU, beside torch.distributed's (0 on one GPU).
+    t timeout 100 .device/run kiln launch -n "$n" "$PWD/.device/bin/kiln_allreduce"
+    t timeout 100 torchrun --nproc-per-node "$n" .device/peers/allreduce_torch.py 2>&1 |
+      grep -vE "^W[0-9]|OMP_NUM_THREADS|^\*+$"
     ;;
   exitcrash)
     # `kiln tune --matmul` children died of SIGSEGV at exit in the CLI tests (H100, 2026-12-07

@@ -56,6 +56,27 @@ fi
 # 2026-12-07): set it here for every rank and peer this script starts.
 echo "NCCL: ${KILN_NCCL_LIBRARY:-not found} (NCCL_NVLS_ENABLE was ${NCCL_NVLS_ENABLE:-unset})"
 export NCCL_NVLS_ENABLE=0
+# A process that crashes anywhere in this call leaves a core in $OUT (where the kernel lets this
+# script say so), read at the end by cuda-gdb for every thread's stack: the rare exit crash
+# (docs/benchmarks.md, 2026-12-07) never showed itself under a debugger.
+ulimit -c unlimited 2>/dev/null
+if echo "$OUT/core.%e.%p" >/proc/sys/kernel/core_pattern 2>/dev/null; then
+  echo "core dumps: on, into \$OUT"
+else
+  echo "core dumps: core_pattern not writable ($(cat /proc/sys/kernel/core_pattern 2>/dev/null))"
+fi
+read_cores() {
+  for core in "$OUT"/core.*; do
+    [ -e "$core" ] || continue
+    exe=$(basename "$core" | cut -d. -f2)
+    echo "== core $core ($exe)"
+    timeout 120 .device/run /usr/local/cuda/bin/cuda-gdb -q -batch -ex bt -ex "thread apply all bt 20" \
+      ".device/bin/$exe" "$core" 2>&1 | grep -vE "^\[New LWP|^$" | head -150 >"$core.txt"
+    head -60 "$core.txt"
+    rm -f "$core"
+  done
+}
+trap read_cores EXIT
 date -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 for section in "$@"; do

@@ -134,18 +134,6 @@ bool CudaBackend::supports(detail::BackendOp op, std::span<const DType> dtypes) 
   return detail::supports_common_dtypes(op, dtypes);
 }
 
-namespace {
-// NCCL's version and file, or why it cannot be loaded: what kiln::dist's collectives would use.
-std::string nccl_status() {
-  try {
-    const NcclLibrary& n = nccl();
-    return n.version + " (" + n.path + ")";
-  } catch (const DistError& e) {
-    return std::string("absent: ") + e.what();
-  }
-}
-}  // namespace
-
 std::vector<detail::BackendFeature> CudaBackend::features() const {
   return {
       {"gpu", ctx_.name},

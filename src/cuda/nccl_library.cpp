@@ -67,6 +67,15 @@ const NcclLibrary& nccl() {
   return *library;
 }
 
+std::string nccl_status() {
+  try {
+    const NcclLibrary& n = nccl();
+    return n.version + " (" + n.path + ")";
+  } catch (const DistError& e) {
+    return std::string("absent: ") + e.what();
+  }
+}
+
 void nccl_check(ncclResult_t r, const char* call, ncclComm_t comm) {
   if (r == ncclSuccess || r == ncclInProgress) return;
   const NcclLibrary& n = nccl();

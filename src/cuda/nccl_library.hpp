@@ -36,6 +36,10 @@ struct NcclLibrary {
 // the missing symbol) when it cannot be.
 const NcclLibrary& nccl();
 
+// "2.28.9 (libnccl.so.2)", or "absent: <why>": what kiln::dist's collectives would use, for
+// kiln info and kiln doctor (loads the library).
+std::string nccl_status();
+
 // Throws DistError "<call> failed: <NCCL's message> (<its last error>)" unless r is ncclSuccess
 // (or ncclInProgress, which a non-blocking communicator's calls answer until they are done).
 void nccl_check(ncclResult_t r, const char* call, ncclComm_t comm = nullptr);

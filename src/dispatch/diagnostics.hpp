@@ -46,6 +46,7 @@ CpuReport cpu_report();
 struct CudaReport {
   bool built = false;                          // the CUDA backend is compiled in
   std::string runtime, driver, nvrtc, cublas;  // "13.0", ...; cuBLASLt's "13.1.0"; empty unbuilt
+  std::string nccl;  // "2.28.9 (libnccl.so.2)" or "absent: <why>" (kiln::dist's transport)
 };
 
 CudaReport cuda_report();

@@ -11,6 +11,7 @@
 #endif
 #if KILN_WITH_CUDA
 #include "cuda/context.hpp"
+#include "cuda/nccl_library.hpp"
 #endif
 
 namespace kiln::diagnostics {
@@ -40,6 +41,7 @@ CudaReport cuda_report() {
   r.driver = cuda::driver_version();
   r.nvrtc = cuda::nvrtc_version();
   r.cublas = cuda::cublas_version();
+  r.nccl = cuda::nccl_status();
 #endif
   return r;
 }

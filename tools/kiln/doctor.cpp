@@ -286,9 +286,12 @@ void print_text(const std::vector<DeviceInfo>& devs, const Features& features, c
 
   fmt::print("\ncuda:\n");
   if (g.built) {
-    print_table(
-        {{"runtime", g.runtime}, {"driver", g.driver}, {"nvrtc", g.nvrtc}, {"cublasLt", g.cublas}},
-        "  ");
+    print_table({{"runtime", g.runtime},
+                 {"driver", g.driver},
+                 {"nvrtc", g.nvrtc},
+                 {"cublasLt", g.cublas},
+                 {"nccl", g.nccl + " (kiln::dist, loaded at run time)"}},
+                "  ");
   } else {
     fmt::print("  not built\n");
   }
@@ -358,9 +361,10 @@ void print_json(const std::vector<DeviceInfo>& devs, const Features& features, c
                   c.threads, c.hardware_threads, json_string(c.blas), json_string(c.blas_core),
                   json_string(c.blas_core_origin), c.blas_threads);
   out += fmt::format(
-      R"("cuda": {{"built": {}, "runtime": {}, "driver": {}, "nvrtc": {}, "cublas": {}}}, )",
+      R"("cuda": {{"built": {}, "runtime": {}, "driver": {}, "nvrtc": {}, "cublas": {}, )"
+      R"("nccl": {}}}, )",
       g.built, json_string(g.runtime), json_string(g.driver), json_string(g.nvrtc),
-      json_string(g.cublas));
+      json_string(g.cublas), json_string(g.nccl));
   items.clear();
   for (const StoreUsage& u : s.usage) {
     items.push_back(fmt::format(

@@ -69,6 +69,19 @@ Cache& cache() {
   return *c;
 }
 
+// Compiles an empty kernel, so that NVRTC has made the statics of its first compile (see
+// Background). Its result does not matter: a real compile reports what fails.
+bool warm_up_nvrtc(const std::string& arch) {
+  Program prog;
+  if (nvrtcCreateProgram(&prog.p, "extern \"C\" __global__ void kiln_warm_up() {}",
+                         "kiln_warm_up.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
+    return false;
+  const auto opts = compile_options(arch);
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  return nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data()) == NVRTC_SUCCESS;
+}
+
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += x + " ";
@@ -109,11 +122,15 @@ std::vector<char> compile(const std::string& source, const std::string& source_n
 // kiln's background compiles (compile_in_background): one thread working through a queue. Never
 // destroyed (a cached_kernel may ask it from a static destructor). Its thread is stopped at exit
 // by StopAtExit, a static made with the first job: static destructors run in the reverse order
-// of construction, so it runs before those of everything made earlier (NVRTC's and the CUDA
-// runtime's statics made when they were loaded; the store is never destroyed). A static that
-// NVRTC made lazily inside a later compile would go first: ten processes on the H200 that
-// exited with a compile under way all exited cleanly (docs/autotune.md). The thread calls
-// nothing of CUDA's, only NVRTC and the store, whose identity is taken on the caller's thread.
+// of construction, so it runs before those of everything made earlier (the CUDA runtime's statics,
+// the store, which is never destroyed). NVRTC makes statics of its own during its first compile,
+// and a compile still under way at exit crashed when those went first: a core of such a crash
+// (H100, 2026-12-07, the first process of a fresh machine, with an empty store) has the main thread
+// in exit, joining this thread in StopAtExit, and this thread dead of SIGSEGV in
+// nvrtcCompileProgram. So a trivial kernel is compiled before StopAtExit is made
+// (warm_up_nvrtc), which puts NVRTC's statics before it in the order of construction and after it
+// in the order of destruction. The thread calls nothing of CUDA's, only NVRTC and the store, whose
+// identity is taken on the caller's thread.
 class Background {
  public:
   using Keep = std::function<void(const std::string& source, const std::vector<char>& cubin)>;
@@ -147,7 +164,9 @@ class Background {
   // `find` looks in the store first (on the thread), `keep` writes a compiled cubin there.
   bool add(const Key& key, const std::string& source, const std::string& source_name,
            const std::string& arch, Find find, Keep keep) {
+    static const bool nvrtc_warm = warm_up_nvrtc(arch);  // first: see the comment above
     static StopAtExit stop_at_exit;
+    (void)nvrtc_warm;
     std::lock_guard lock(mu_);
     if (stopped_) return false;
     if (jobs_.count(key)) return true;

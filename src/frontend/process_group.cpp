@@ -60,7 +60,7 @@ void init_process_group(Device device, const ProcessGroupOptions& options) {
   const LaunchEnv env = launch_env();
   kiln::detail::Backend& be = kiln::detail::backend_of(device);
   auto state = std::make_unique<detail::ProcessGroupState>(
-      detail::ProcessGroupState{device, env, options.timeout_seconds, nullptr, nullptr});
+      detail::ProcessGroupState{device, env, nullptr, nullptr});
   std::vector<std::byte> id;
   if (env.world_size > 1) {
     const auto timeout = std::chrono::milliseconds(

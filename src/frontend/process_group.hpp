@@ -14,7 +14,6 @@ namespace kiln::dist::detail {
 struct ProcessGroupState {
   Device device;
   LaunchEnv env;
-  double timeout_seconds;
   std::unique_ptr<TcpStore> store;  // null in a group of one, which needs no rendezvous
   std::unique_ptr<kiln::detail::Communicator> comm;
 };

@@ -24,7 +24,8 @@
 # tests), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget), tunelog (a GPT-2 step's matmul choices
 # on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled), exitcrash
-# (where `kiln tune` dies at exit), dist (issue 22's tests on this machine's GPUs).
+# (where `kiln tune` dies at exit), dist (issue 22's tests on this machine's GPUs), disttests
+# (only its tests), harness (a bundled kernel harness), ncuattn (Nsight Compute on the attention kernels and PyTorch's flash ones).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -324,6 +325,43 @@ for section in "$@"; do
     t timeout 100 .device/run kiln launch -n "$n" "$PWD/.device/bin/kiln_allreduce"
     t timeout 100 torchrun --nproc-per-node "$n" .device/peers/allreduce_torch.py 2>&1 |
       grep -vE "^W[0-9]|OMP_NUM_THREADS|^\*+$"
+    ;;
+  disttests)
+    # The dist tests alone (on a freshly started machine: where the exit crash struck).
+    t timeout 200 .device/run kiln_tests \
+      --gtest_filter='*Collectives*:*DataParallel*:Nccl*:GpuJob*:DistJob*:*SetGrad*' \
+      >"$OUT/dist_tests.log" 2>&1
+    grep -hE "^\[  FAILED|^\[  SKIPPED|PASSED|tests ran" "$OUT/dist_tests.log" | tail -12
+    ;;
+  harness)
+    # A standalone kernel harness bundled as .device/peers/attn_bench (variants of the attention
+    # kernels beside today's, built with nvcc on the build machine), when there is one.
+    [ -x .device/peers/attn_bench ] && t timeout 60 .device/peers/attn_bench
+    ;;
+  ncuattn)
+    # Nsight Compute's view of kiln's attention kernels (bf16, D = 64, causal, B = 16, H = 12,
+    # T = 1024) beside PyTorch's flash kernels on the same shapes: where the time goes (issue
+    # slots, stalls, pipes), each kernel's first launch.
+    ncu_one() {
+      local name=$1 filter=$2
+      shift 2
+      timeout 150 "$ncu" --clock-control none -k "regex:$filter" -c 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
+        --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --section LaunchStats --section MemoryWorkloadAnalysis_Tables --section SourceCounters \
+        "$@" >"$OUT/ncu_$name.txt" 2>&1
+      echo "-- $name ($filter)"
+      grep -E "Duration|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Executed Instructions  |Compute \(SM\) Throughput|Stall|Bank" \
+        "$OUT/ncu_$name.txt" | head -24
+    }
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    echo "ncu: $ncu"
+    for pass in fwd dq dkv; do
+      ncu_one "kiln_$pass" "kiln_attention_${pass}_bf16_d64" .device/run kiln_attention_ops --runs 1 --batch 1
+    done
+    for k in flash_fwd flash_bwd_dq_dk_dv flash_bwd_dot_do_o flash_bwd_convert_dq; do
+      ncu_one "torch_$k" "$k" python3 .device/peers/torch_attention.py --runs 1 --batch 1
+    done
     ;;
   exitcrash)
     # `kiln tune --matmul` children died of SIGSEGV at exit in the CLI tests (H100, 2026-12-07

@@ -53,14 +53,14 @@ void strides(KernelArgs& args, const TensorImpl& t) {
 // multiprocessor that the register budget is cut for. On the H100 (2026-12-06, bf16 D = 64, B = 16,
 // H = 12, T = 1024, causal) 4 forward blocks of at most 128 registers ran 5-6 % faster than the
 // compiler's 3 of 147, and 3 key-block (dkv) blocks of at most 168 registers 20 % faster than its
-// 2 of 181, with a few bytes spilled; the dq kernel (about 128 registers, 4 blocks already) and
-// larger fragments (D = 128, TF32) keep the compiler's choice.
+// 2 of 181, with a few bytes spilled; 4 dq blocks of 128 registers 207 us against 230 us for the
+// compiler's 3 of 160 (2026-12-07). Larger fragments (D = 128, TF32) keep the compiler's choice.
 std::string launch_bounds(DType t, int d, const char* pass) {
   const bool half = t != DType::f32 && d <= 64;
   const int blocks = !half                             ? 0
                      : std::string_view(pass) == "fwd" ? 4
                      : std::string_view(pass) == "dkv" ? 3
-                                                       : 0;
+                                                       : 4;
   return blocks > 0 ? fmt::format("__launch_bounds__({}, {})", kThreads, blocks)
                     : fmt::format("__launch_bounds__({})", kThreads);
 }

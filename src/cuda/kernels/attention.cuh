@@ -9,14 +9,14 @@
 // products run on tensor cores with mma.sync: bf16 and f16 as m16n8k16 (f32 accumulation), f32 as
 // TF32 m16n8k8. A thread holds its rows' q fragments in registers for the whole kernel; K and V
 // tiles of BN keys are staged in shared memory (rows padded so that fragment reads hit 32 banks).
-// Per tile: S = q k^T (fragments in the mma C layout), then s2 = S * scale * log2(e), masked to
-// -inf beyond Tk and, causal, for key > query; the running row max m and sum l (l kept per thread
+// Per tile: S = q k^T (fragments in the mma C layout), masked to -inf beyond Tk and, causal, for
+// key > query; s2 = S * scale * log2(e); the running row max m of s2 and sum l (l kept per thread
 // over its own columns, summed across the quad at the end), the accumulator rescaled by
-// exp2(m_old - m_new), and P = exp2(s2 - m) multiplied into V straight from the registers that
-// hold it (the C layout of two n8 tiles is the A layout of a k16 step; for TF32 the keys of a k8
-// step are taken in the order the C layout holds them, 2t and 2t + 1 for columns t and t + 4,
-// and V's rows in the same order). o = acc / l, rounded once; lse = (m + log2 l) ln 2. A row with
-// no key (Tk == 0) gets o = 0 and lse = -inf.
+// exp2(m_old - m_new) when m moves, and P = exp2(s2 - m) multiplied into V straight from the
+// registers that hold it (the C layout of two n8 tiles is the A layout of a k16 step; for TF32 the
+// keys of a k8 step are taken in the order the C layout holds them, 2t and 2t + 1 for columns t and
+// t + 4, and V's rows in the same order). o = acc / l, rounded once; lse = (m + log2 l) ln 2. A row
+// with no key (Tk == 0) gets o = 0 and lse = -inf.
 namespace ka {
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -107,18 +107,41 @@ __device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Rows [t0, t0 + rows) of one (b, h) of a [.., T, D] operand into shared memory (row stride P
+// The threads of every attention block (src/cuda/attention.cpp launches 4 warps): a compile-time
+// constant, so that the staging loops below unroll.
+constexpr int kThreads = 128;
+
+// Rows [t0, t0 + Rows) of one (b, h) of a [.., T, D] operand into shared memory (row stride P
 // elements), 16 bytes a copy; rows at or beyond T are zeros. Asynchronous: copy_commit and
-// copy_wait, then __syncthreads, before the tile is read.
-template <class T, int D, int P>
+// copy_wait, then __syncthreads, before the tile is read. A thread copies the same 16-byte column
+// j of every kPass-th row, so its addresses are one start and a fixed step: computed per tile as
+// general index arithmetic (64-bit, a division per copy) they were a third of the forward's
+// instructions.
+template <class T, int D, int P, int Rows>
 __device__ __forceinline__ void stage(typename Traits<T>::Smem* dst, const T* base,
-                                      long long stride_t, long long t0, long long t, int rows) {
+                                      long long stride_t, long long t0, long long t) {
   constexpr int kChunks = D * (int)sizeof(T) / 16;  // 16-byte copies per row
   constexpr int kWide = 16 / (int)sizeof(T);        // elements per copy
-  for (int c = threadIdx.x; c < rows * kChunks; c += blockDim.x) {
-    const int r = c / kChunks, j = c % kChunks;
-    const bool in = t0 + r < t;
-    copy16(dst + r * P + j * kWide, base + (in ? (t0 + r) * stride_t : 0) + j * kWide, in);
+  if constexpr (kThreads % kChunks == 0) {
+    constexpr int kPass = kThreads / kChunks;  // rows one pass of the block copies
+    const int j = threadIdx.x % kChunks, r1 = threadIdx.x / kChunks;
+    const long long left = t - t0 - r1;  // this thread's row i kPass below r1 is in when < left
+    const T* src = base + (t0 + r1) * stride_t + j * kWide;
+    typename Traits<T>::Smem* to = dst + r1 * P + j * kWide;
+#pragma unroll
+    for (int i = 0; i < (Rows + kPass - 1) / kPass; ++i) {
+      if (Rows % kPass == 0 || r1 + i * kPass < Rows) {
+        const bool in = i * kPass < left;
+        copy16(to + i * kPass * P, in ? src : base, in);
+      }
+      src += kPass * stride_t;
+    }
+  } else {  // D = 48, 80, 112: rows of copies that do not divide the block
+    for (int c = threadIdx.x; c < Rows * kChunks; c += kThreads) {
+      const int r = c / kChunks, j = c % kChunks;
+      const bool in = t0 + r < t;
+      copy16(dst + r * P + j * kWide, base + (in ? (t0 + r) * stride_t : 0) + j * kWide, in);
+    }
   }
 }
 
@@ -381,6 +404,16 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
 
   unsigned qa[D / Traits<T>::K][4];
   load_a<T, D>(qa, slab(q, sq, blk), sq.t, r0, tq);
+  // The scale multiplies each score in the exponent's fma, after the row maxima are taken on the
+  // unscaled scores: a negative scale is made positive by flipping q's signs (exact), so that
+  // the maxima stay maxima.
+  if (scale2 < 0.f) {
+    scale2 = -scale2;
+#pragma unroll
+    for (int kk = 0; kk < D / Traits<T>::K; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qa[kk][i] ^= Traits<T>::kHalf ? 0x80008000u : 0x80000000u;
+  }
   float acc[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -388,8 +421,8 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
 
   const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
   const auto load = [&](long long j0, int buf) {
-    stage<T, D, P>(ks + buf * kTile, kh, sk.t, j0, tk, BN);
-    stage<T, D, P>(vs + buf * kTile, vh, sv.t, j0, tk, BN);
+    stage<T, D, P, BN>(ks + buf * kTile, kh, sk.t, j0, tk);
+    stage<T, D, P, BN>(vs + buf * kTile, vh, sv.t, j0, tk);
   };
   const auto use = [&](long long j0, int buf) {
     float s[NT][4];
@@ -403,32 +436,46 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
           return key >= tk || (causal && key > row);
         },
         [&](int n, int e, bool masked) {
-          s[n][e] = masked ? neg_inf() : s[n][e] * scale2;
+          if (masked) s[n][e] = neg_inf();
           tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
         });
-    float alpha[2], base[2];
+    // The rows' maxima m (scaled, log2 units) move only when a tile's exceeds them by more than
+    // 8, that is when a probability against the old maximum could pass 2^8; else P = exp2(s2 -
+    // m) is taken against the old maximum (l and acc with it) and the rescaling of acc is
+    // skipped, for the whole warp. Exact either way: o = acc / l whatever m is.
+    bool grew = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float mn = fmaxf(m[r], tile_max[r]);
-      base[r] = mn == neg_inf() ? 0.f : mn;  // a row with no key yet: exp2(-inf - 0) = 0
-      alpha[r] = exp2_fast(m[r] - base[r]);
-      m[r] = mn;
-      l[r] *= alpha[r];
+      tile_max[r] *= scale2;
+      grew |= tile_max[r] > m[r] + 8.f;
     }
+    if (__any_sync(0xffffffffu, grew)) {
+      float alpha[2];
 #pragma unroll
-    for (int n = 0; n < ND; ++n) {
-      acc[n][0] *= alpha[0];
-      acc[n][1] *= alpha[0];
-      acc[n][2] *= alpha[1];
-      acc[n][3] *= alpha[1];
+      for (int r = 0; r < 2; ++r) {
+        const float mn = fmaxf(m[r], tile_max[r]);
+        alpha[r] = exp2_fast(m[r] - (mn == neg_inf() ? 0.f : mn));
+        m[r] = mn;
+        l[r] *= alpha[r];
+      }
+#pragma unroll
+      for (int n = 0; n < ND; ++n) {
+        acc[n][0] *= alpha[0];
+        acc[n][1] *= alpha[0];
+        acc[n][2] *= alpha[1];
+        acc[n][3] *= alpha[1];
+      }
     }
+    float base[2];  // a row with no key yet: exp2(-inf - 0) = 0
+#pragma unroll
+    for (int r = 0; r < 2; ++r) base[r] = m[r] == neg_inf() ? 0.f : m[r];
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2_fast(s[n][e] - base[e >> 1]);
+        s[n][e] = exp2_fast(fmaf(s[n][e], scale2, -base[e >> 1]));
         l[e >> 1] += s[n][e];
       }
     }

@@ -77,8 +77,8 @@ __device__ void backward_dq(const T* __restrict__ q, const T* __restrict__ k,
 
   const long long kend = causal ? (q0 + 64 < tk ? q0 + 64 : tk) : tk;
   const auto load = [&](long long j0, int buf) {
-    stage<T, D, P>(ks + buf * kTile, kh, sk.t, j0, tk, BN);
-    stage<T, D, P>(vs + buf * kTile, vh, sv.t, j0, tk, BN);
+    stage<T, D, P, BN>(ks + buf * kTile, kh, sk.t, j0, tk);
+    stage<T, D, P, BN>(vs + buf * kTile, vh, sv.t, j0, tk);
   };
   const auto use = [&](long long j0, int buf) {
     float s[NT][4], dp[NT][4];
@@ -135,9 +135,9 @@ __device__ void backward_dkv(const T* __restrict__ q, const T* __restrict__ k,
   }
 
   const auto load = [&](long long i0, int buf) {
-    stage<T, D, P>(qs + buf * kTile, qh, sq.t, i0, tq, BN);
-    stage<T, D, P>(dos + buf * kTile, doh, sdo.t, i0, tq, BN);
-    for (int c = threadIdx.x; c < BN; c += blockDim.x) {
+    stage<T, D, P, BN>(qs + buf * kTile, qh, sq.t, i0, tq);
+    stage<T, D, P, BN>(dos + buf * kTile, doh, sdo.t, i0, tq);
+    for (int c = threadIdx.x; c < BN; c += kThreads) {
       const bool in = i0 + c < tq;
       lse2s[buf][c] = in ? lse[bh * tq + i0 + c] * kLog2e : 0.f;
       dls[buf][c] = in ? delta[bh * tq + i0 + c] : 0.f;

@@ -55,7 +55,14 @@ TEST(DistJob, RanksFailAtOnceWhenRankZeroIsGone) {
 TEST(DistJob, ARankThatNeverComesEndsTheJobAtTheTimeout) {
   const Job job = launch(3, "absent", 1000);
   EXPECT_EQ(job.outcome.status, 3) << job.outcome;
-  EXPECT_TRUE(kt::has(job.outcome.err, "timed out after")) << job.outcome;
+  // Ranks 0 and 1 time out at about the same moment. Rank 0's store goes down with it, so rank 1
+  // may see the store close before its own deadline, and `kiln launch` may stop rank 0 before its
+  // message is out (seen once, H100, 2026-12-07, beside three other test shards): either message
+  // says the job ended at the timeout.
+  EXPECT_TRUE(kt::has(job.outcome.err, "timed out after") ||
+              kt::has(job.outcome.err, "closed the connection; rank 0 may have exited"))
+      << job.outcome;
+  EXPECT_GE(job.seconds, 0.9) << "the job ended before the timeout\n" << job.outcome;
   EXPECT_LT(job.seconds, 15) << job.outcome;
 }
 

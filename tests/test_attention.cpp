@@ -56,7 +56,8 @@ TEST_P(AttentionTest, MatchesFloat64) {
     std::optional<double> scale;
   };
   for (const Case c : {Case{2, 3, 5, 5, 4, false, {}}, Case{2, 3, 5, 5, 4, true, {}},
-                       Case{1, 2, 3, 7, 8, false, 0.3}, Case{1, 1, 6, 6, 16, true, 1.0}}) {
+                       Case{1, 2, 3, 7, 8, false, 0.3}, Case{1, 1, 6, 6, 16, true, 1.0},
+                       Case{1, 2, 6, 6, 8, true, 0.0}, Case{1, 2, 5, 5, 8, true, -0.5}}) {
     SCOPED_TRACE(::testing::Message() << "causal " << c.causal << " tq " << c.tq << " tk " << c.tk);
     const auto qs = kt::uniform(std::size_t(c.b) * c.h * c.tq * c.d, -2, 2, rng());
     const auto ks = kt::uniform(std::size_t(c.b) * c.h * c.tk * c.d, -2, 2, rng());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -24,8 +25,8 @@ struct Case {
   DType dtype;
   std::int64_t b, h, tq, tk, d;
   bool causal;
-  bool packed;         // q, k, v cut from one [B, T, 3, H, D] tensor (needs tq == tk)
-  double scale = 0.0;  // 0: 1 / sqrt(d)
+  bool packed;  // q, k, v cut from one [B, T, 3, H, D] tensor (needs tq == tk)
+  std::optional<double> scale = std::nullopt;  // 1 / sqrt(d) when none
 };
 
 std::vector<double> host(const Tensor<4>& t) {
@@ -110,7 +111,7 @@ void run(const Case& c) {
     v = rnd(c.tk);
   }
   const Tensor<4> g = rnd(c.tq);
-  const double s = c.scale != 0.0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.d));
+  const double s = c.scale.value_or(1.0 / std::sqrt(static_cast<double>(c.d)));
   auto& be = kiln::detail::backend(dev);
   const auto poisoned = [&](std::int64_t t, DType dt) {
     return Tensor<4>::full({c.b, c.h, t, c.d}, std::numeric_limits<float>::quiet_NaN(), dt, dev);
@@ -151,10 +152,12 @@ TEST(CudaAttention, ForwardAndBackwardAgainstFloat64) {
       run({t, 2, 2, 77, 77, 32, causal, true});  // D = 32, heads of one projection
     }
     run({t, 1, 2, 70, 70, 128, true, false});
-    // A negative scale (the forward flips q's signs to keep its row maxima) and a large one (row
-    // maxima that jump by far more than the forward's lazy-rescaling margin).
-    // (TF32 rounds q and k, an error the large scale would blow up past f32's tolerance.)
+    // A negative scale (the forward flips q's signs to keep its row maxima), a zero one (masked
+    // scores must stay -inf), and a large one (row maxima that jump by far more than the
+    // forward's lazy-rescaling margin; TF32 rounds q and k, an error the large scale would blow
+    // up past f32's tolerance).
     run({t, 1, 2, 130, 130, 64, true, false, -0.125});
+    run({t, 1, 2, 130, 130, 64, true, false, 0.0});
     if (t != DType::f32) run({t, 1, 2, 130, 130, 64, false, false, 2.0});
   }
   kiln::set_float32_matmul_precision(kiln::Precision::highest);

@@ -406,7 +406,9 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   load_a<T, D>(qa, slab(q, sq, blk), sq.t, r0, tq);
   // The scale multiplies each score in the exponent's fma, after the row maxima are taken on the
   // unscaled scores: a negative scale is made positive by flipping q's signs (exact), so that
-  // the maxima stay maxima.
+  // the maxima stay maxima. A zero scale becomes the smallest normal float, so that a masked
+  // score still gives -inf (-inf * 0 would be NaN); every other product is then a subnormal, which
+  // the exponent flushes to 0, as for the scale of 0 itself.
   if (scale2 < 0.f) {
     scale2 = -scale2;
 #pragma unroll
@@ -414,6 +416,7 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
 #pragma unroll
       for (int i = 0; i < 4; ++i) qa[kk][i] ^= Traits<T>::kHalf ? 0x80008000u : 0x80000000u;
   }
+  scale2 = fmaxf(scale2, 1.17549435e-38f);
   float acc[ND][4];
 #pragma unroll
   for (int n = 0; n < ND; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;

@@ -407,8 +407,8 @@ __device__ void forward(const T* __restrict__ q, const T* __restrict__ k, const 
   // The scale multiplies each score in the exponent's fma, after the row maxima are taken on the
   // unscaled scores: a negative scale is made positive by flipping q's signs (exact), so that
   // the maxima stay maxima. A zero scale becomes the smallest normal float, so that a masked
-  // score still gives -inf (-inf * 0 would be NaN); every other product is then a subnormal, which
-  // the exponent flushes to 0, as for the scale of 0 itself.
+  // score still gives -inf (-inf * 0 would be NaN); every other score's exponent is then within
+  // 2^-100 of 0, so its probability is 1, as for the scale of 0 itself.
   if (scale2 < 0.f) {
     scale2 = -scale2;
 #pragma unroll

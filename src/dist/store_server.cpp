@@ -18,8 +18,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +34,8 @@ namespace {
 constexpr std::size_t kReadChunk = 64 * 1024;
 // What one client may send per poll round before the others get their turn.
 constexpr std::size_t kReadBudget = 1024 * 1024;
+// How long a stopping server still serves the clients it has (Loop::run).
+constexpr std::chrono::seconds kDrainGrace{5};
 
 struct Client {
   net::Fd fd;
@@ -70,26 +74,51 @@ class Loop {
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters_;  // key -> waiting clients
 };
 
+// Once the destructor asks it to stop, the loop drains: it accepts no one new and serves the
+// clients it has until each has left or waits for a key that no one is left to set, or until
+// kDrainGrace. Rank 0 leaves its store as soon as its own last barrier releases it, and the rank
+// that released it, or another released in the same round, may not have sent its last request yet
+// (seen under AddressSanitizer in CI, 2026-12-07: a rank's wait for a barrier's key arrived after
+// the store had closed).
 void Loop::run() {
+  using Clock = std::chrono::steady_clock;
   std::vector<pollfd> fds;
   std::vector<std::uint64_t> ids;
+  std::optional<Clock::time_point> drain_until;
   for (;;) {
-    fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    if (drain_until) {
+      const bool stuck = std::ranges::all_of(clients_, [](const auto& entry) {
+        return entry.second.missing > 0 && entry.second.out_sent == entry.second.out.size();
+      });
+      if (stuck || Clock::now() >= *drain_until) return;  // closes every connection left
+      fds.clear();
+    } else {
+      fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    }
+    const std::size_t first_client = fds.size();
     ids.clear();
     for (const auto& [id, c] : clients_) {
       fds.push_back(
           {c.fd.get(), static_cast<short>(POLLIN | (c.out_sent < c.out.size() ? POLLOUT : 0)), 0});
       ids.push_back(id);
     }
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    int wait_ms = -1;  // forever, until the destructor's wake-up
+    if (drain_until) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*drain_until - Clock::now());
+      wait_ms = static_cast<int>(std::max<std::int64_t>(left.count(), 0));
+    }
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       return;  // cannot serve: returning closes every connection, which clients report
     }
-    if (fds[0].revents) return;
-    if (fds[1].revents & POLLIN) accept_all();
+    if (!drain_until && fds[0].revents) {
+      drain_until = Clock::now() + kDrainGrace;
+      continue;
+    }
+    if (!drain_until && (fds[1].revents & POLLIN)) accept_all();
     for (std::size_t i = 0; i < ids.size(); ++i) {
       // POLLHUP and POLLERR too: the read then finds the end of stream or the error.
-      if (!fds[i + 2].revents) continue;
+      if (!fds[first_client + i].revents) continue;
       Client& c = clients_.at(ids[i]);
       try {
         if (!c.dead && !read_from(ids[i], c)) c.dead = true;

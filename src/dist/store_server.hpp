@@ -15,7 +15,9 @@ class StoreServer {
   // Listens on host:port (0: an ephemeral port, see port()) and starts serving; DistError when it
   // cannot listen (the port is taken, the host is not one of this machine's addresses).
   StoreServer(const std::string& host, int port);
-  // Stops the thread and closes every connection: clients still waiting see the store close.
+  // Stops the thread and closes every connection, after serving for up to 5 s more the clients
+  // that are still connected and not all waiting for keys no one is left to set: clients still
+  // waiting then see the store close.
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;

@@ -215,6 +215,22 @@ TEST(TcpStore, BarrierReleasesNobodyBeforeTheLastArrives) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(arrived.load(), kRounds * kWorld);
+  while (!ranks.empty()) ranks.pop_back();  // the clients first, as their ranks would leave
+}
+
+TEST(TcpStore, RankZeroLeavingServesTheRequestsStillToCome) {
+  // Rank 0 may leave as soon as its last barrier releases it, before another rank's last request
+  // has reached the store: the store serves the clients it has until they leave.
+  auto rank0 = server(2);
+  auto rank1 = client(*rank0, 1);
+  rank0->set("last", bytes("word"));
+  auto leaving = std::async(std::launch::async, [&] { rank0.reset(); });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(text(rank1->get("last")), "word");
+  const auto t0 = std::chrono::steady_clock::now();
+  rank1.reset();
+  leaving.get();  // the store closes once its last client has left
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
 }
 
 TEST(TcpStore, GetTimesOutNamingTheKey) {

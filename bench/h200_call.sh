@@ -25,7 +25,8 @@
 # changed tests and one bench round, for a short budget), tunelog (a GPT-2 step's matmul choices
 # on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled), exitcrash
 # (where `kiln tune` dies at exit), dist (issue 22's tests on this machine's GPUs), disttests
-# (only its tests), harness (a bundled kernel harness), ncuattn (Nsight Compute on the attention kernels and PyTorch's flash ones).
+# (only its tests), harness (a bundled kernel harness), ncuattn (Nsight Compute on the attention
+# kernels and PyTorch's flash ones).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -42,6 +43,15 @@ shards() {
   done
   t wait
   grep -hE "^\[  FAILED|PASSED|tests ran" "$OUT"/tests_*.log | tail -24
+}
+# Issue 22's tests on this machine's GPUs: the collectives and DataParallel in a group of one,
+# NCCL's loading, and the jobs over every GPU (kiln launch; the watchdog test needs two).
+dist_tests() {
+  t timeout 200 .device/run kiln_tests \
+    --gtest_filter='*Collectives*:*DataParallel*:Nccl*:GpuJob*:DistJob*:*SetGrad*' \
+    >"$OUT/dist_tests.log" 2>&1
+  grep -hE "^\[  FAILED|^\[  SKIPPED|PASSED|tests ran" "$OUT/dist_tests.log" | tail -12
+  grep -hE "Failure|rank [0-9]" "$OUT/dist_tests.log" | head -20
 }
 # NCCL for kiln::dist, which loads it at run time: the toolkit's, else PyTorch's wheel's.
 if [ -z "${KILN_NCCL_LIBRARY:-}" ]; then
@@ -305,13 +315,7 @@ for section in "$@"; do
     grep -E "cublasLt" "$OUT/tunelog.txt" | head -16
     ;;
   dist)
-    # Issue 22 on this machine's GPUs: the collectives and DataParallel in a group of one, NCCL's
-    # loading, and the jobs over every GPU (kiln launch; the watchdog test needs two).
-    t timeout 200 .device/run kiln_tests \
-      --gtest_filter='*Collectives*:*DataParallel*:Nccl*:GpuJob*:DistJob*:*SetGrad*' \
-      >"$OUT/dist_tests.log" 2>&1
-    grep -hE "^\[  FAILED|^\[  SKIPPED|PASSED|tests ran" "$OUT/dist_tests.log" | tail -12
-    grep -hE "Failure|rank [0-9]" "$OUT/dist_tests.log" | head -20
+    dist_tests
     # The GPT-2 bf16 step through DataParallel over every GPU, beside the step without it and
     # PyTorch's DDP (torchrun) on as many.
     n=$(nvidia-smi -L | wc -l)
@@ -328,10 +332,7 @@ for section in "$@"; do
     ;;
   disttests)
     # The dist tests alone (on a freshly started machine: where the exit crash struck).
-    t timeout 200 .device/run kiln_tests \
-      --gtest_filter='*Collectives*:*DataParallel*:Nccl*:GpuJob*:DistJob*:*SetGrad*' \
-      >"$OUT/dist_tests.log" 2>&1
-    grep -hE "^\[  FAILED|^\[  SKIPPED|PASSED|tests ran" "$OUT/dist_tests.log" | tail -12
+    dist_tests
     ;;
   harness)
     # A standalone kernel harness bundled as .device/peers/attn_bench (variants of the attention

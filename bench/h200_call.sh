@@ -19,14 +19,14 @@
 # sanitizers and speed), attention (the fused kernel beside
 # PyTorch's SDPA), elementwise (the element-wise math's tests and speed), ce (the fused cross-entropy beside F.cross_entropy), half (half matmul and
 # element-wise ops), race (racecheck on attention), profile (device time per kernel of
-# a GPT-2 step), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
+# a GPT-2 step, and torch.compile's), cpu (kiln bench on the host), gpt2 (GPT-2 small training steps beside PyTorch), benchtrain (kiln
 # bench --train), gpt2bf16 (the bf16 step beside eager's), shards (the suite without the CLI
 # tests), parity (GPT-2 losses against PyTorch's), example (examples/gpt on CUDA), quick (the
 # changed tests and one bench round, for a short budget), tunelog (a GPT-2 step's matmul choices
 # on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled), exitcrash
 # (where `kiln tune` dies at exit), dist (issue 22's tests on this machine's GPUs), disttests
 # (only its tests), harness (a bundled kernel harness), ncuattn (Nsight Compute on the attention
-# kernels and PyTorch's flash ones).
+# kernels and PyTorch's flash ones), addnorm (add_layer_norm's tests, speed and the GPT-2 step).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -236,6 +236,10 @@ for section in "$@"; do
     KILN_LOG=profile t timeout 120 .device/run kiln_gpt2_train \
       --device cuda --steps 3 --autocast bf16 >"$OUT/profile_gpt2_bf16.txt" 2>&1
     grep -A45 "kiln\[profile\]" "$OUT/profile_gpt2_bf16.txt"
+    # torch.compile's, beside it (torch.profiler, 3 steps after the timed ones).
+    t timeout 150 python3 .device/peers/gpt2_torch.py --steps 3 --dtype bf16 --compile \
+      --profile >"$OUT/profile_torch_compile.txt" 2>&1
+    tail -52 "$OUT/profile_torch_compile.txt"
     ;;
   race)
     # racecheck on the attention kernels (shared-memory tiles), apart: last when time is short.
@@ -295,6 +299,24 @@ for section in "$@"; do
       # shellcheck disable=SC2086
       t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 $args
     done
+    ;;
+  addnorm)
+    # add_layer_norm (the residual add in the norm's pass, forward and backward): its tests and
+    # memcheck, the op beside the add and the norm apart and PyTorch's (GPT-2's [16384, 768]), and
+    # the bf16 GPT-2 step that uses it beside PyTorch eager and torch.compile.
+    t timeout 150 .device/run kiln_tests \
+      --gtest_filter='*AddNorm*:*NormTest*:CudaNormBackward*:*BackendRows*:*Gpt2*' \
+      >"$OUT/addnorm_tests.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|Failure" "$OUT/addnorm_tests.log" | head -20
+    t timeout 90 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 1 .device/bin/kiln_tests \
+      --gtest_filter='CudaNormBackward*:*AddNorm*cuda*' >"$OUT/addnorm_memcheck.log" 2>&1
+    grep -E "Invalid|ERROR SUMMARY|at 0x|by thread" "$OUT/addnorm_memcheck.log" | head -12
+    t timeout 60 .device/run kiln_row_ops --rows 16384 --cols 768
+    t timeout 150 python3 .device/peers/torch_row_ops.py --rows 16384 --cols 768
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
+    t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16
+    t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16 --compile
     ;;
   gpt2bf16)
     # The bf16 step alone beside PyTorch eager's (a short call).

@@ -3,7 +3,8 @@
 // rms_norm, f32, bf16 and f16, with and without a weight, each gradient asked alone and all
 // together, rows of 1 to 8192 elements (16-byte and single-element loads, every register count),
 // no rows at all, the rows it declines, and a bf16 or f16 gradient of an f32 norm (autocast's,
-// handed over by the fusion decorator: also through autodiff against the CPU). Skips without a
+// handed over by the fusion decorator: also through autodiff against the CPU), and a norm of x +
+// residual's (the stream's gradient added to dx, dx also rounded to a half type). Skips without a
 // GPU.
 #include <cmath>
 #include <limits>
@@ -30,6 +31,8 @@ struct Case {
   bool weight;
   bool want_x = true, want_w = true, want_b = true;
   DType g_dtype = DType::f32;  // f32 for "x's dtype"; bf16 or f16 with an f32 x: a half g
+  bool dsum = false;           // a residual stream's gradient added to dx (version 13)
+  DType half = DType::f32;     // bf16 or f16 with an f32 x: dx also written as dx_half
 };
 
 std::vector<double> host(const Tensor<2>& t) {
@@ -45,7 +48,8 @@ void run(const Case& c) {
   SCOPED_TRACE(::testing::Message()
                << kiln::detail::row_op_name(c.op) << " " << kiln::dtype_name(c.dtype) << " ["
                << c.rows << ", " << c.n << "]" << (c.weight ? " weight" : "") << " want "
-               << c.want_x << c.want_w << c.want_b << " g " << kiln::dtype_name(c.g_dtype));
+               << c.want_x << c.want_w << c.want_b << " g " << kiln::dtype_name(c.g_dtype)
+               << (c.dsum ? " dsum" : "") << " dx_half " << kiln::dtype_name(c.half));
   const auto dev = kiln::Device::cuda(0);
   const bool layer = c.op == RowOp::layer_norm;
   static std::uint64_t seed = 500;
@@ -55,8 +59,10 @@ void run(const Case& c) {
   const DType gt = c.dtype == DType::f32 ? c.g_dtype : c.dtype;
   const Tensor<2> g = Tensor<2>::random({c.rows, c.n}, normal, dev, ++seed).to(gt);
   const Tensor<1> w = Tensor<1>::random({c.n}, normal, dev, ++seed).to(c.dtype);
+  const Tensor<2> dsum = Tensor<2>::random({c.rows, c.n}, normal, dev, ++seed).to(c.dtype);
   const std::vector<double> xh = host(x), gh = host(g),
                             wh = c.weight ? host(w) : std::vector<double>(c.n, 1.0);
+  const std::vector<double> sh = host(dsum);
 
   // The forward's statistics, computed here (f32, as the forward writes them).
   const auto n = static_cast<std::size_t>(c.n);
@@ -87,8 +93,10 @@ void run(const Case& c) {
     }
     a = layer ? a / c.n : 0.0;
     cc /= c.n;
-    for (std::size_t j = 0; j < n; ++j)
+    for (std::size_t j = 0; j < n; ++j) {
       dx[r * n + j] = rstd[r] * (gh[r * n + j] * wh[j] - a - xhat[j] * cc);
+      if (c.dsum) dx[r * n + j] += sh[r * n + j];
+    }
   }
 
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -99,12 +107,19 @@ void run(const Case& c) {
   if (c.want_x) grads.dx = Out(*dx_t.handle());
   if (c.want_w && c.weight) grads.dw = Out(*dw_t.handle());
   if (c.want_b && layer) grads.db = Out(*db_t.handle());
+  if (c.dsum) grads.dsum = dsum.handle().get();
+  const Tensor<2> dx_half = Tensor<2>::full({c.rows, c.n}, nan, c.half, dev);
+  if (c.half != DType::f32) grads.dx_half = Out(*dx_half.handle());
   auto& be = kiln::detail::backend(dev);
   ASSERT_TRUE(be.norm_backward(c.op, *x.handle(), *g.handle(),
                                c.weight ? w.handle().get() : nullptr,
                                layer ? mean_t.handle().get() : nullptr, *rstd_t.handle(), grads));
   const double tol = c.dtype == DType::f32 ? 1e-5 : c.dtype == DType::bf16 ? 8e-3 : 1e-3;
   if (grads.dx) kt::expect_close_to_scale("dx", host(dx_t), dx, tol, 1e-5);
+  if (grads.dx_half) {
+    kt::expect_close_to_scale("dx_half", host(dx_half), dx, c.half == DType::bf16 ? 8e-3 : 1e-3,
+                              1e-5);
+  }
   // The parameters' sums over rows carry f32 rounding of every row's term.
   if (grads.dw) kt::expect_close_to_scale("dw", host(dw_t), dw, std::max(tol, 1e-5), 1e-5);
   if (grads.db) kt::expect_close_to_scale("db", host(db_t), db, std::max(tol, 1e-5), 1e-5);
@@ -124,6 +139,15 @@ TEST(CudaNormBackward, AgainstFloat64) {
     }
     for (DType g : {DType::bf16, DType::f16}) {  // an f32 x's gradient as a half product gave it
       for (std::int64_t n : {7, 768, 4096}) run({op, DType::f32, 37, n, true, true, true, true, g});
+    }
+    // A norm of x + residual: the stream's gradient added, and dx rounded for a half residual.
+    for (DType t : {DType::f32, DType::bf16})
+      run({op, t, 300, 768, true, true, true, true, DType::f32, true});
+    for (DType h : {DType::bf16, DType::f16}) {
+      for (std::int64_t n : {7, 768, 8192}) {
+        run({op, DType::f32, 37, n, true, true, true, true, DType::bf16, true, h});
+        run({op, DType::f32, 37, n, true, true, false, false, DType::f32, false, h});
+      }
     }
   }
 }

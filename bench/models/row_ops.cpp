@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   std::printf("name = %s, fusion %s, min over %d runs of the mean of %d calls\n",
               o.device.backend_name().c_str(), kiln::config().fusion ? "on" : "off", o.runs,
               o.batch);
-  std::printf("%-12s %-5s %-14s %10s %12s %9s %10s %10s %9s\n", "op", "dtype", "shape", "kernel us",
+  std::printf("%-14s %-5s %-14s %10s %12s %9s %10s %10s %9s\n", "op", "dtype", "shape", "kernel us",
               "composed us", "speedup", "GB/s", "copy GB/s", "fraction");
   auto sync = [&] { o.device.sync(); };
   std::vector<Tensor<2>> keep(static_cast<std::size_t>(o.batch + 1));
@@ -106,19 +106,20 @@ int main(int argc, char** argv) {
       const auto w =
           Tensor<1>::random({cols}, kiln::Distribution::uniform(0.5, 1.5), o.device, 3).to(t);
       const auto b = Tensor<1>::random({cols}, kiln::Distribution::normal(), o.device, 4).to(t);
-      const double bytes = 2.0 * static_cast<double>(rows * cols) * size;
-      const double c = copy_seconds(o, static_cast<std::size_t>(bytes));
       char shape[40];
       std::snprintf(shape, sizeof shape, "[%lld, %lld]", static_cast<long long>(rows),
                     static_cast<long long>(cols));
+      // (moved: the tensors of x's size the op reads and writes; 2 for x and y.)
       auto report = [&](const char* name, const std::function<Tensor<2>()>& kernel,
-                        const std::function<Tensor<2>()>& composed) {
+                        const std::function<Tensor<2>()>& composed, double moved = 2) {
+        const double bytes = moved * static_cast<double>(rows * cols) * size;
+        const double c = copy_seconds(o, static_cast<std::size_t>(bytes));
         std::size_t i = 0;
         const double s = seconds_per_call(
             o, [&] { keep[i++ % keep.size()] = kernel(); }, sync);
         const double sc = seconds_per_call(
             o, [&] { keep[i++ % keep.size()] = composed(); }, sync);
-        std::printf("%-12s %-5s %-14s %10.1f %12.1f %9.2f %10.1f %10.1f %9.2f\n", name,
+        std::printf("%-14s %-5s %-14s %10.1f %12.1f %9.2f %10.1f %10.1f %9.2f\n", name,
                     kiln::dtype_name(t), shape, s * 1e6, sc * 1e6, sc / s, bytes / s / 1e9,
                     bytes / c / 1e9, c / s);
       };
@@ -133,6 +134,24 @@ int main(int argc, char** argv) {
       report(
           "rms_norm", [&] { return kiln::rms_norm(x, w); },
           [&] { return composed_norm(x, w, b, true); });
+      // A pre-norm block's residual step: the sum (kept, as the residual stream is) and its norm;
+      // composed, the add and the norm kernel.
+      const auto r =
+          Tensor<2>::random({rows, cols}, kiln::Distribution::normal(), o.device, 5).to(t);
+      std::vector<Tensor<2>> sums(keep.size());
+      std::size_t k = 0;
+      report(
+          "add_layer_norm",
+          [&] {
+            auto s = kiln::add_layer_norm(x, r, w, b);
+            sums[k++ % sums.size()] = s.sum;
+            return s.y;
+          },
+          [&] {
+            sums[k++ % sums.size()] = x + r;
+            return kiln::layer_norm(sums[(k - 1) % sums.size()], w, b);
+          },
+          4);
     }
   }
   return 0;

@@ -96,6 +96,8 @@ def main():
     p.add_argument("--compile", action="store_true")
     p.add_argument("--attention", choices=("flash", "written"), default="flash")
     p.add_argument("--ddp", action="store_true")
+    p.add_argument("--profile", action="store_true",
+                   help="after the timed steps, device time per kernel over 3 more steps")
     a = p.parse_args()
     rank, ranks = 0, 1
     if a.ddp:
@@ -157,6 +159,12 @@ def main():
           f"{mfu * 100:.1f} % (of 989 TFLOP/s bf16)")
     say(f"loss {first_loss:.4f} after the first step, {loss:.4f} after {a.steps + 1}; "
           f"peak memory {peak:.2f} GiB")
+    if a.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                step()
+        say(prof.key_averages().table(sort_by="self_device_time_total", row_limit=45,
+                                      max_name_column_width=90))
     if a.ddp:
         torch.distributed.destroy_process_group()
 

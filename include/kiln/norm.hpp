@@ -66,4 +66,42 @@ requires(D >= 1) Tensor<D> rms_norm(const Tensor<D>& x,
   return rms_norm_with_stats(x, weight, eps, out_dtype).y;
 }
 
+// A pre-norm transformer's residual step in one pass: sum = x + residual (the residual stream
+// after a block's branch) and y = layer_norm(sum) (the next branch's input), as FlashAttention's
+// and Apex's fused layer norms with a residual. residual has x's shape, and x's dtype or bf16 /
+// f16 for an f32 x (a half branch added to an f32 stream); sum has x's dtype, y out_dtype's or
+// x's. The same values as `auto sum = x + residual; auto y = layer_norm(sum, ...)` (a half sum is
+// normalised as it is stored), with x, residual and sum crossing memory once: where the two ops
+// read the sum back, and their backward added the stream's gradient and rounded it for the
+// residual in passes of their own, this backward does both in the norm's pass.
+template <std::size_t D>
+struct AddNormResult {
+  Tensor<D> sum, y;
+};
+
+template <std::size_t D>
+requires(D >=
+         1) AddNormResult<D> add_layer_norm(const Tensor<D>& x, const Tensor<D>& residual,
+                                            const std::optional<Tensor<1>>& weight = std::nullopt,
+                                            const std::optional<Tensor<1>>& bias = std::nullopt,
+                                            double eps = 1e-5,
+                                            std::optional<DType> out_dtype = std::nullopt) {
+  auto r = detail::add_layer_norm(x.handle("add_layer_norm"), residual.handle("add_layer_norm"),
+                                  detail::optional_handle(weight, "add_layer_norm"),
+                                  detail::optional_handle(bias, "add_layer_norm"), eps, out_dtype);
+  return {Tensor<D>(r.sum), Tensor<D>(r.y)};
+}
+
+// rms_norm's form of add_layer_norm: sum = x + residual, y = rms_norm(sum).
+template <std::size_t D>
+requires(D >=
+         1) AddNormResult<D> add_rms_norm(const Tensor<D>& x, const Tensor<D>& residual,
+                                          const std::optional<Tensor<1>>& weight = std::nullopt,
+                                          double eps = 1e-6,
+                                          std::optional<DType> out_dtype = std::nullopt) {
+  auto r = detail::add_rms_norm(x.handle("add_rms_norm"), residual.handle("add_rms_norm"),
+                                detail::optional_handle(weight, "add_rms_norm"), eps, out_dtype);
+  return {Tensor<D>(r.sum), Tensor<D>(r.y)};
+}
+
 }  // namespace kiln

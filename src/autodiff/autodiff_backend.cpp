@@ -103,11 +103,13 @@ void Autodiff::rows(detail::RowOp op, const detail::TensorImpl& x, const detail:
                     detail::Out y, const detail::RowStats& stats) {
   inner().rows(op, x, params, y, stats);
   const bool want_x = needs(x), want_w = params.weight && needs(*params.weight),
-             want_b = params.bias && needs(*params.bias);
-  if ((!want_x && !want_w && !want_b) || !grad_enabled()) return;
-  auto node = rows_node(op, x, params, *y, stats, want_x, want_w, want_b);
+             want_b = params.bias && needs(*params.bias),
+             want_r = params.residual && needs(*params.residual);
+  if ((!want_x && !want_w && !want_b && !want_r) || !grad_enabled()) return;
+  auto node = rows_node(op, x, params, *y, stats, want_x, want_w, want_b, want_r);
   finish(node, device());
   attach(node, 0, *y);
+  if (stats.sum) attach(node, 1, **stats.sum);
 }
 
 void Autodiff::order(detail::OrderOp op, const detail::TensorImpl& x,

@@ -75,9 +75,14 @@ Edge edge_to(const TensorImpl& t) {
 }
 
 Handle WeakOutput::get() const {
+  Handle t = get_if_alive();
+  if (!t) throw InternalError("autodiff: a recorded op's output is gone before its backward");
+  return t;
+}
+
+Handle WeakOutput::get_if_alive() const {
   auto buffer = buffer_.lock();
-  if (!buffer) throw InternalError("autodiff: a recorded op's output is gone before its backward");
-  return std::make_shared<TensorImpl>(view_.over(std::move(buffer)));
+  return buffer ? std::make_shared<TensorImpl>(view_.over(std::move(buffer))) : nullptr;
 }
 
 std::int64_t live_nodes() { return node_count.load(std::memory_order_relaxed); }

@@ -84,7 +84,8 @@ class WeakOutput {
  public:
   WeakOutput() = default;
   explicit WeakOutput(const TensorImpl& t) : buffer_(t.buffer), view_(View::of(t)) {}
-  Handle get() const;  // throws InternalError if it is gone
+  Handle get() const;           // throws InternalError if it is gone
+  Handle get_if_alive() const;  // null if it is gone
 
  private:
   std::weak_ptr<detail::Buffer> buffer_;

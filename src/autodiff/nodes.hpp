@@ -38,11 +38,12 @@ std::shared_ptr<Node> index_node(detail::IndexOp op, const TensorImpl& x, int di
                                  bool want_src);
 
 // softmax / log_softmax / layer_norm / rms_norm over the last dim (rows_node.cpp); the norms
-// need their row statistics (the front end always asks for them).
+// need their row statistics (the front end always asks for them). A norm of x + residual has two
+// outputs, y (0) and the sum (1), and edges x, residual, weight, bias (those wanted).
 std::shared_ptr<Node> rows_node(detail::RowOp op, const TensorImpl& x,
                                 const detail::RowParams& params, const TensorImpl& y,
                                 const detail::RowStats& stats, bool want_x, bool want_w,
-                                bool want_b);
+                                bool want_b, bool want_residual);
 
 // max / min / sort / topk (values scattered back through the indices) and cumsum (the reverse
 // cumsum of the gradient) over the last dim (order_node.cpp); indices is null for cumsum.

@@ -7,6 +7,12 @@
 //                xhat mean(dxhat xhat)); dw = sum over rows of g xhat, db = sum over rows of g
 //   rms_norm:    xhat = x rstd: dx = rstd (dxhat - xhat mean(dxhat xhat)); dw as layer_norm's
 //   logsumexp:   dx = g exp(x - y), g and y one value per row
+// A norm of s = x + residual (RowParams::residual) reads s, its own output, which it holds weakly
+// (held strongly, s's gradient record would hold the node, and a graph dropped without backward
+// would never be freed); it keeps x and the residual instead, and adds them again where s is gone
+// by backward (no op read it: a model's last norm). Both addends get the norm's dx plus the
+// gradient of s (the residual stream's), the residual's rounded to its dtype: the backend's
+// kernel adds and rounds in its pass (NormGrads::dsum, dx_half).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -56,18 +62,24 @@ Handle sum_rows(Backend& be, const Handle& t, DType dtype) {
 class RowsNode final : public Node {
  public:
   RowsNode(RowOp op, const TensorImpl& x, const detail::RowParams& p, const TensorImpl& y,
-           const detail::RowStats& stats, bool want_x, bool want_w, bool want_b)
+           const detail::RowStats& stats, bool want_x, bool want_w, bool want_b, bool want_r)
       : op_(op),
         y_(y),
         x_shape_(x.shape),
         x_dtype_(x.dtype),
+        residual_dtype_(p.residual ? std::optional<DType>(p.residual->dtype) : std::nullopt),
         want_x_(want_x),
         want_w_(want_w),
-        want_b_(want_b) {
-    // x, (y: y_), weight, mean, rstd. softmax's and log_softmax's gradients read y alone: x (the
-    // logits of a cross-entropy, attention's scores) is not kept for them.
-    saved_ = {nullptr, nullptr, nullptr, nullptr, nullptr};
+        want_b_(want_b),
+        want_r_(want_r) {
+    // x, (y: y_), weight, mean, rstd, residual. softmax's and log_softmax's gradients read y
+    // alone: x (the logits of a cross-entropy, attention's scores) is not kept for them.
+    saved_ = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
     if (op == RowOp::logsumexp || detail::row_op_normalises(op)) saved_[0] = keep(x);
+    if (p.residual) {
+      saved_[5] = keep(*p.residual);
+      sum_ = WeakOutput(**stats.sum);
+    }
     if (detail::row_op_normalises(op)) {
       if (!stats.rstd || (op == RowOp::layer_norm && !stats.mean))
         throw InternalError(fmt::format("autodiff: {} recorded without its row statistics",
@@ -77,15 +89,74 @@ class RowsNode final : public Node {
       saved_[4] = keep(**stats.rstd);
     }
     if (want_x) edges.push_back(edge_to(x));
+    if (want_r) edges.push_back(edge_to(*p.residual));
     if (want_w) edges.push_back(edge_to(*p.weight));
     if (want_b) edges.push_back(edge_to(*p.bias));
   }
   const char* name() const override { return detail::row_op_name(op_); }
   bool release() override { return std::exchange(saved_, {}).size() > 0; }
-  bool reads_outputs() const override { return !detail::row_op_normalises(op_); }
+  bool reads_outputs() const override {
+    return !detail::row_op_normalises(op_) || residual_dtype_.has_value();
+  }
 
   std::vector<Handle> backward(Backend& be, std::span<const Handle> grads) override {
-    const TensorImpl& g = *grads[0];
+    if (residual_dtype_) return add_norm_backward(be, grads);
+    return own_backward(be, saved_[0], *grads[0], want_x_);
+  }
+
+ private:
+  // A norm of s = x + residual: g (y's gradient) and dsum (s's), either null where none reached
+  // it. x and the residual both get dx = the norm's dx + dsum (the residual's in its dtype); the
+  // weight and bias get the norm's (none without g).
+  std::vector<Handle> add_norm_backward(Backend& be, std::span<const Handle> grads) {
+    const Handle g = grads[0];
+    const Handle dsum = grads.size() > 1 && grads[1] ? contiguous(be, grads[1]) : nullptr;
+    const bool want_dx = want_x_ || want_r_;
+    std::vector<Handle> norm;  // [dx (want_dx), dw, db], each where wanted; dx includes dsum
+    Handle dx_half;
+    if (g) {
+      const Handle s = sum(be);
+      const bool half = want_r_ && *residual_dtype_ != x_dtype_;
+      std::optional<std::vector<Handle>> k;
+      if (g->is_contiguous())
+        k = kernel_backward(be, *s, *g, want_dx, dsum.get(), half ? &dx_half : nullptr);
+      norm = k ? std::move(*k) : own_backward(be, s, *g, want_dx);
+      if (!k && dsum && want_dx) norm[0] = add(be, *norm[0], *dsum);
+    } else {  // the norm's output unused: only dsum flows, to x and the residual
+      if (want_dx) norm.push_back(dsum);
+      if (want_w_) norm.push_back(nullptr);
+      if (want_b_) norm.push_back(nullptr);
+    }
+    std::vector<Handle> out;
+    const Handle dx = want_dx ? norm[0] : nullptr;
+    if (want_x_) out.push_back(dx);
+    if (want_r_) {
+      if (!dx_half && dx && dx->dtype != *residual_dtype_) {
+        dx_half = be.empty(dx->shape, *residual_dtype_);
+        copy_into(be, *dx, *dx_half);
+      }
+      out.push_back(dx_half ? dx_half : dx);
+    }
+    out.insert(out.end(), norm.begin() + (want_dx ? 1 : 0), norm.end());
+    return out;
+  }
+
+  // The sum x + residual the norm read (contiguous): the one it wrote, or the same values again.
+  Handle sum(Backend& be) const {
+    if (Handle s = sum_.get_if_alive()) return s;
+    const TensorImpl &x = *saved_[0], &r = *saved_[5];
+    ir::Program p;
+    p.output(p.cast(
+        p.binary(ir::Op::add, p.cast(p.input(x.dtype), kF32), p.cast(p.input(r.dtype), kF32)),
+        x.dtype));
+    const TensorImpl* in[] = {&x, &r};
+    return run(be, p, in, {}, x.shape)[0];
+  }
+
+  // The op's own gradients from g, y's, for the input x it read (null for the softmaxes, which
+  // read y): dx (where want_dx), dw, db.
+  std::vector<Handle> own_backward(Backend& be, const Handle& x_read, const TensorImpl& g,
+                                   bool want_dx) {
     const Dims& shape = x_shape_;
     const int last = static_cast<int>(shape.size()) - 1;
     std::vector<Handle> out;
@@ -95,7 +166,7 @@ class RowsNode final : public Node {
       g_rows.strides.push_back(0);
       g_rows.shape = shape;
       const TensorImpl y_rows = per_row(*y_kept, shape);
-      const TensorImpl& x = *saved_[0];
+      const TensorImpl& x = *x_read;
       ir::Program p;
       const auto xv = p.cast(p.input(x.dtype), kF32), gv = p.cast(p.input(g.dtype), kF32),
                  yv = p.input(kF32);
@@ -133,34 +204,43 @@ class RowsNode final : public Node {
     // a kept xhat, dxhat and their product cost were a GPT-2 step's largest element-wise pass).
     // Contiguous x and g are seen as [rows, n], so that the weight's and bias's sums over the
     // rows read their programs inside the reduction too (a sum of a reshaped result could not).
-    const bool flat = saved_[0]->is_contiguous() && g.is_contiguous();
-    // (A half g of an f32 x: a norm whose y was rounded to a half type, or autocast's gradient.)
-    if (flat && (g.dtype == x_dtype_ || (x_dtype_ == kF32 && is_half(g.dtype)))) {
-      if (std::optional<std::vector<Handle>> r = kernel_backward(be, *saved_[0], g)) return *r;
+    const TensorImpl& x = *x_read;
+    const bool flat = x.is_contiguous() && g.is_contiguous();
+    if (flat) {
+      if (std::optional<std::vector<Handle>> r = kernel_backward(be, x, g, want_dx)) return *r;
     }
     const std::int64_t n = shape.back();
     const Dims work = flat ? Dims{detail::numel(shape) / std::max<std::int64_t>(n, 1), n} : shape;
-    return norm_backward(be, flat ? reshaped(*saved_[0], work) : *saved_[0],
-                         flat ? reshaped(g, work) : g, work);
+    return norm_backward(be, flat ? reshaped(x, work) : x, flat ? reshaped(g, work) : g, work,
+                         want_dx);
   }
 
- private:
   // The backend's own kernel (Backend::norm_backward), where it has one for contiguous x and g of
-  // one dtype: one pass over x and g, where the programs below read them three times.
+  // one dtype: one pass over x and g, where the programs below read them three times. dsum (or
+  // null) is added to dx; where dx_half is given, it receives a half copy of dx (the residual's
+  // dtype) from the same pass.
   std::optional<std::vector<Handle>> kernel_backward(Backend& be, const TensorImpl& x,
-                                                     const TensorImpl& g) const {
+                                                     const TensorImpl& g, bool want_dx,
+                                                     const TensorImpl* dsum = nullptr,
+                                                     Handle* dx_half = nullptr) const {
+    // (A half g of an f32 x: a norm whose y was rounded to a half type, or autocast's gradient.)
+    if (g.dtype != x_dtype_ && !(x_dtype_ == kF32 && is_half(g.dtype))) return std::nullopt;
     const TensorImpl* w = saved_[2].get();
     const TensorImpl* mean = saved_[3].get();
     if (!be.norm_backward(op_, x, g, w, mean, *saved_[4], {})) return std::nullopt;  // no kernel
     const Dims param{x.shape.back()};
-    const Handle dx = want_x_ ? be.empty(x.shape, x.dtype) : nullptr;
+    const Handle dx = want_dx ? be.empty(x.shape, x.dtype) : nullptr;
     const Handle dw = want_w_ ? be.empty(param, x.dtype) : nullptr;
     const Handle db = want_b_ ? be.empty(param, x.dtype) : nullptr;
+    const Handle half = dx && dx_half ? be.empty(x.shape, *residual_dtype_) : nullptr;
     detail::NormGrads grads;
     if (dx) grads.dx = detail::Out(*dx);
     if (dw) grads.dw = detail::Out(*dw);
     if (db) grads.db = detail::Out(*db);
+    if (dx) grads.dsum = dsum;
+    if (half) grads.dx_half = detail::Out(*half);
     if (!be.norm_backward(op_, x, g, w, mean, *saved_[4], grads)) return std::nullopt;
+    if (half) *dx_half = half;
     std::vector<Handle> out;
     for (const Handle& h : {dx, dw, db})
       if (h) out.push_back(h);
@@ -168,7 +248,7 @@ class RowsNode final : public Node {
   }
 
   std::vector<Handle> norm_backward(Backend& be, const TensorImpl& x, const TensorImpl& g,
-                                    const Dims& shape) const {
+                                    const Dims& shape, bool want_dx) const {
     const int last = static_cast<int>(shape.size()) - 1;
     std::vector<Handle> out;
     const bool layer = op_ == RowOp::layer_norm;
@@ -210,7 +290,7 @@ class RowsNode final : public Node {
       p.output(times_xhat ? p.binary(ir::Op::mul, t.dxhat, t.xhat) : t.dxhat);
       return sum_dim(be, *run(be, p, in, {}, shape)[0], last);
     };
-    if (want_x_) {
+    if (want_dx) {
       const Handle c_sum = row_sum(true);
       const Handle a_sum = layer ? row_sum(false) : nullptr;
       const TensorImpl c = broadcast(*c_sum, shape);
@@ -251,15 +331,17 @@ class RowsNode final : public Node {
   WeakOutput y_;
   Dims x_shape_;
   DType x_dtype_;
-  bool want_x_, want_w_, want_b_;
+  std::optional<DType> residual_dtype_;
+  WeakOutput sum_;  // x + residual, for a norm that added one
+  bool want_x_, want_w_, want_b_, want_r_;
 };
 
 }  // namespace
 
 std::shared_ptr<Node> rows_node(RowOp op, const TensorImpl& x, const detail::RowParams& params,
                                 const TensorImpl& y, const detail::RowStats& stats, bool want_x,
-                                bool want_w, bool want_b) {
-  return std::make_shared<RowsNode>(op, x, params, y, stats, want_x, want_w, want_b);
+                                bool want_w, bool want_b, bool want_residual) {
+  return std::make_shared<RowsNode>(op, x, params, y, stats, want_x, want_w, want_b, want_residual);
 }
 
 }  // namespace kiln::autodiff

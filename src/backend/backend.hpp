@@ -170,21 +170,32 @@ inline bool row_op_normalises(RowOp op) { return op == RowOp::layer_norm || op =
 // logsumexp: y holds one f32 value per row instead of x's shape and dtype.
 inline bool row_op_reduces(RowOp op) { return op == RowOp::logsumexp; }
 // The norms' parameters: weight (both) and bias (layer_norm), [n] contiguous tensors of x's dtype,
-// each optional; eps >= 0. The softmaxes take none of them.
+// each optional; eps >= 0. The softmaxes take none of them. residual (version 13, the norms only):
+// the norm reads x + residual instead of x and writes that sum too (RowStats::sum), as a pre-norm
+// transformer's residual stream needs it: one pass where an add and a norm took two. residual is
+// contiguous, of x's shape and dtype or a half type for an f32 x, and x is then contiguous too.
 struct RowParams {
   const TensorImpl* weight = nullptr;
   const TensorImpl* bias = nullptr;
   double eps = 0;
+  const TensorImpl* residual = nullptr;
 };
 // What a norm may write besides y, for a backward pass: per-row f32 tensors of shape x.shape[:-1],
-// contiguous. mean (layer_norm only) and rstd, each optional; the softmaxes write neither.
+// contiguous. mean (layer_norm only) and rstd, each optional; the softmaxes write neither. sum:
+// x + residual (x's shape and dtype, contiguous), given exactly when RowParams::residual is.
 struct RowStats {
-  std::optional<Out> mean, rstd;
+  std::optional<Out> mean, rstd, sum;
 };
 // The norms' gradients (Backend::norm_backward, version 9), each optional: dx of x's shape and
 // dtype, dw and db [n] of x's dtype, all contiguous; dw needs the weight, db is layer_norm's.
+// Version 13, for a norm that read x + residual (RowParams::residual): dsum, the gradient of the
+// sum it wrote (x's shape and dtype, contiguous), is added to dx; dx_half (x f32, a half type of
+// x's shape, contiguous) receives that dx rounded once, the gradient of a half residual. Both
+// need dx.
 struct NormGrads {
   std::optional<Out> dx, dw, db;
+  const TensorImpl* dsum = nullptr;
+  std::optional<Out> dx_half;
 };
 // x as rows: row r's element j sits at x's offset + r * stride + j. rows() reads x through this
 // view only, so x's last dim must have stride 1 (any stride when n <= 1) and its other dims must

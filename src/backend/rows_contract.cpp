@@ -9,6 +9,9 @@
 //             weight and bias are [n] (ShapeError), x's dtype (DTypeError), contiguous; eps >= 0
 //   stats     norms only; mean for layer_norm only (ValueError); f32 (DTypeError), shape
 //             x.shape[:-1] (ShapeError), contiguous
+//   residual  norms only, with sum and never without it (ValueError); x's shape (ShapeError), x's
+//             dtype or a half type for an f32 x (DTypeError), contiguous, and x contiguous too
+//             (ValueError); sum x's shape and dtype, contiguous
 //   n == 0    a norm of rows of zero elements has no mean, and logsumexp refuses them too
 //             (ValueError) when rows exist
 // and of Backend::norm_backward, likewise:
@@ -17,7 +20,8 @@
 //             or f16 for an f32 x (DTypeError), contiguous
 //   weight    as rows()'s; mean (layer_norm only, required) and rstd (required) as rows()'s stats
 //   grads     dx x's shape and dtype, dw and db [n] of x's dtype, contiguous; dw only with a
-//             weight, db only for layer_norm (ValueError)
+//             weight, db only for layer_norm (ValueError); dsum (x's shape and dtype) and dx_half
+//             (a half type of x's shape, x f32) contiguous, each only with dx (ValueError)
 #include <fmt/format.h>
 
 #include "backend/backend.hpp"
@@ -152,6 +156,17 @@ RowView check_rows_call(RowOp op, const TensorImpl& x, const RowParams& params, 
   check_param(name, "bias", params.bias, x);
   check_stat(name, "mean", stat(stats.mean), x);
   check_stat(name, "rstd", stat(stats.rstd), x);
+  if ((params.residual != nullptr) != stats.sum.has_value()) {
+    throw ValueError(fmt::format("{}: a residual and its sum come together", name));
+  }
+  if (params.residual) {
+    if (!norm) throw ValueError(fmt::format("{}: takes no residual", name));
+    check_like(name, "residual", *params.residual, x.shape, x, /*half_of_f32=*/true);
+    check_like(name, "sum", **stats.sum, x.shape, x);
+    if (!x.is_contiguous()) {
+      throw ValueError(fmt::format("{}: x must be contiguous when a residual is added", name));
+    }
+  }
   const std::optional<RowView> v = row_view(x);
   if (!v) {
     throw ValueError(fmt::format(
@@ -187,6 +202,18 @@ RowView check_norm_backward_call(RowOp op, const TensorImpl& x, const TensorImpl
   if (grads.dx) check_like(name.c_str(), "dx", **grads.dx, x.shape, x);
   if (grads.dw) check_like(name.c_str(), "dw", **grads.dw, param_shape, x);
   if (grads.db) check_like(name.c_str(), "db", **grads.db, param_shape, x);
+  if ((grads.dsum || grads.dx_half) && !grads.dx) {
+    throw ValueError(fmt::format("{}: dsum and dx_half need dx", name));
+  }
+  if (grads.dsum) check_like(name.c_str(), "dsum", *grads.dsum, x.shape, x);
+  if (grads.dx_half) {
+    const TensorImpl& h = **grads.dx_half;
+    check_like(name.c_str(), "dx_half", h, x.shape, x, /*half_of_f32=*/true);
+    if (!is_half(h.dtype) || x.dtype != DType::f32) {
+      throw DTypeError(fmt::format("{}: dx_half must be bf16 or f16 for an f32 x, got {} for {}",
+                                   name, dtype_name(h.dtype), dtype_name(x.dtype)));
+    }
+  }
   const RowView v = *row_view(x);  // contiguous: always rows
   if (v.n == 0 && v.rows > 0)
     throw ValueError(fmt::format("{}: needs rows of at least 1 element", name));

@@ -5,7 +5,9 @@
 // in cache (a half-type row is converted into it first, with the kernel table's conversions), so
 // x is read from memory once and y written once; the passes over the row after the first hit
 // cache. The exp and the element-wise steps are the kernel table's (Highway, or the scalar loops
-// under KILN_SIMD=0), so they carry the bounds docs/accuracy.md gives those ops.
+// under KILN_SIMD=0), so they carry the bounds docs/accuracy.md gives those ops. A norm of x +
+// residual forms that sum in the scratch row (f32 adds, rounded as the sum is stored) and writes
+// its row before normalising it.
 //
 // Accuracy: every row sum (softmax's sum of exp, the norms' sums of x and of squares) accumulates
 // in double with eight interleaved accumulators, as reduce.cpp's f32 sums do; the norms take
@@ -77,7 +79,37 @@ struct Job {
   double eps;
   float *mean, *rstd;
   const KernelTable& k;
+  const char* res;  // a norm's residual (or null): rows of n elements of res_t
+  DType res_t;
+  char* sum;  // x + res, rows of n elements of t
 };
+
+// Row r's x + residual into `load` (f32), written to the sum's row as well and read back as it
+// was stored (a half sum is normalised as an add and a norm would normalise it); `work` is
+// scratch. x is contiguous here (the contract), so its row starts at r * n.
+const float* add_residual(const Job& j, std::int64_t r, float* load, float* work) {
+  const auto un = static_cast<std::size_t>(j.v.n);
+  const std::size_t at = static_cast<std::size_t>(r) * un;
+  const auto as_f32 = [&](DType t, const char* base, float* to) {
+    const char* src = base + at * dtype_size(t);
+    if (t == DType::f32) {
+      std::copy_n(reinterpret_cast<const float*>(src), un, to);
+    } else {
+      j.k.half_to_f32(t, reinterpret_cast<const std::uint16_t*>(src), to, un);
+    }
+  };
+  as_f32(j.t, j.x, load);
+  as_f32(j.res_t, j.res, work);
+  j.k.binary(ir::Op::add, DType::f32, Lanes{load}, Lanes{work}, load, un);
+  char* dst = j.sum + at * j.size;
+  if (j.t == DType::f32) {
+    std::copy_n(load, un, reinterpret_cast<float*>(dst));
+  } else {
+    j.k.f32_to_half(j.t, load, reinterpret_cast<std::uint16_t*>(dst), un);
+    j.k.half_to_f32(j.t, reinterpret_cast<const std::uint16_t*>(dst), load, un);
+  }
+  return load;
+}
 
 // One row r: reads it (into xr, converting a half type into `load`), computes into `work`, and
 // stores y's row.
@@ -86,7 +118,9 @@ void row(const Job& j, std::int64_t r, float* load, float* work) {
   const auto un = static_cast<std::size_t>(n);
   const char* src = j.x + static_cast<std::size_t>(r * j.v.stride) * j.size;
   const float* xr = reinterpret_cast<const float*>(src);
-  if (j.t != DType::f32) {
+  if (j.res) {
+    xr = add_residual(j, r, load, work);
+  } else if (j.t != DType::f32) {
     j.k.half_to_f32(j.t, reinterpret_cast<const std::uint16_t*>(src), load, un);
     xr = load;
   }
@@ -167,7 +201,10 @@ void rows(RowOp op, const detail::TensorImpl& x, const detail::RowParams& params
                 params.eps,
                 stat(stats.mean),
                 stat(stats.rstd),
-                k};
+                k,
+                params.residual ? static_cast<const char*>(params.residual->data()) : nullptr,
+                params.residual ? params.residual->dtype : x.dtype,
+                stats.sum ? static_cast<char*>((*stats.sum)->data()) : nullptr};
   // About 16K elements a task: rows of 4096 go four to a task, long rows one each.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / v.n);
   parallel_for(v.rows, grain, [&](std::int64_t begin, std::int64_t end) {

@@ -83,11 +83,14 @@ bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const Te
                    const TensorImpl* weight, const TensorImpl* mean, const TensorImpl& rstd,
                    const detail::NormGrads& grads);
 // The source of every norm_backward kernel of x's dtype t and g's dtype g (t, or a half type for
-// an f32 t), and their names (for the NVRTC compile test): (v, k) the row kernel of loads of v
-// elements, k loads a thread; (0, 0) the kernel that sums the weight's and bias's partials.
-const std::string& norm_backward_source(DType t, DType g);
-std::string norm_backward_kernel_name(DType t, DType g, int v, int k);
-std::vector<std::string> norm_backward_kernel_names(DType t, DType g);
+// an f32 t), writing dx_half of dtype h where given (a half type for an f32 t), and their names
+// (for the NVRTC compile test): (v, k) the row kernel of loads of v elements, k loads a thread;
+// (0, 0) the kernel that sums the weight's and bias's partials.
+const std::string& norm_backward_source(DType t, DType g, std::optional<DType> h = std::nullopt);
+std::string norm_backward_kernel_name(DType t, DType g, int v, int k,
+                                      std::optional<DType> h = std::nullopt);
+std::vector<std::string> norm_backward_kernel_names(DType t, DType g,
+                                                    std::optional<DType> h = std::nullopt);
 
 // order.cpp: Backend::order (kernels/order.cuh), queued without a host sync; indices is null for
 // cumsum.

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "cuda/cuda_ops.hpp"
@@ -44,24 +45,26 @@ void for_each_shape(DType t, F&& f) {
       if (k * v <= kMaxHeld) f(v, k);
 }
 
-std::string source_of(DType t, DType g) {
+// h: dx_half's dtype (t: there is none, and the kernels take a null T*).
+std::string source_of(DType t, DType g, DType h) {
   const char *T = ir::cuda_storage_type(t), *G = ir::cuda_storage_type(g);
+  const char* H = ir::cuda_storage_type(h);
   std::string s = ir::cuda_prelude() + std::string(embed::cuda_kernels_rows_cuh) +
                   std::string(embed::cuda_kernels_norm_backward_cuh);
   for_each_shape(t, [&](int v, int k) {
     s += fmt::format(
         "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2}* x, const {5}* g, "
         "const {2}* w, const float* mean, const float* rstd, {2}* dx, float* part_w, float* "
-        "part_b, long long rows, long long n) {{\n"
-        "  kn::norm_backward<{2}, {5}, {3}, {4}>(x, g, w, mean, rstd, dx, part_w, part_b, rows, "
-        "n);\n}}\n",
-        kMaxThreads, norm_backward_kernel_name(t, g, v, k), T, v, k, G);
+        "part_b, long long rows, long long n, const {2}* dsum, {6}* dx_half) {{\n"
+        "  kn::norm_backward<{2}, {5}, {3}, {4}, {6}>(x, g, w, mean, rstd, dx, part_w, part_b, "
+        "rows, n, dsum, dx_half);\n}}\n",
+        kMaxThreads, norm_backward_kernel_name(t, g, v, k, h), T, v, k, G, H);
   });
   s += fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({0}) {1}(const float* part_w, const float* "
       "part_b, {2}* dw, {2}* db, long long parts, long long n) {{\n"
       "  kn::norm_backward_finish<{2}>(part_w, part_b, dw, db, parts, n);\n}}\n",
-      kFinishColumns * kFinishLanes, norm_backward_kernel_name(t, g, 0, 0), T);
+      kFinishColumns * kFinishLanes, norm_backward_kernel_name(t, g, 0, 0, h), T);
   return s;
 }
 
@@ -91,26 +94,28 @@ void* data(const TensorImpl* t) { return t ? t->data() : nullptr; }
 
 }  // namespace
 
-std::string norm_backward_kernel_name(DType t, DType g, int v, int k) {
-  const std::string types =
-      g == t ? dtype_name(t) : fmt::format("{}_g{}", dtype_name(t), dtype_name(g));
+std::string norm_backward_kernel_name(DType t, DType g, int v, int k, std::optional<DType> h) {
+  std::string types = g == t ? dtype_name(t) : fmt::format("{}_g{}", dtype_name(t), dtype_name(g));
+  if (h && *h != t) types += fmt::format("_h{}", dtype_name(*h));
   return k ? fmt::format("kiln_norm_backward_{}_v{}_k{}", types, v, k)
            : fmt::format("kiln_norm_backward_{}_finish", types);
 }
 
-std::vector<std::string> norm_backward_kernel_names(DType t, DType g) {
+std::vector<std::string> norm_backward_kernel_names(DType t, DType g, std::optional<DType> h) {
   std::vector<std::string> names;
-  for_each_shape(t, [&](int v, int k) { names.push_back(norm_backward_kernel_name(t, g, v, k)); });
-  names.push_back(norm_backward_kernel_name(t, g, 0, 0));
+  for_each_shape(t,
+                 [&](int v, int k) { names.push_back(norm_backward_kernel_name(t, g, v, k, h)); });
+  names.push_back(norm_backward_kernel_name(t, g, 0, 0, h));
   return names;
 }
 
-const std::string& norm_backward_source(DType t, DType g) {
+const std::string& norm_backward_source(DType t, DType g, std::optional<DType> h) {
   static std::mutex mu;
-  static std::map<std::pair<DType, DType>, std::string> sources;
+  static std::map<std::tuple<DType, DType, DType>, std::string> sources;
   const std::lock_guard lock(mu);
-  std::string& s = sources[{t, g}];
-  if (s.empty()) s = source_of(t, g);
+  const DType half = h.value_or(t);
+  std::string& s = sources[{t, g, half}];
+  if (s.empty()) s = source_of(t, g, half);
   return s;
 }
 
@@ -121,9 +126,12 @@ bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const Te
       detail::check_norm_backward_call(op, x, g, weight, mean, rstd, grads);
   if (view.n == 0) return true;  // no rows either (the check refuses empty rows): nothing to write
   const TensorImpl *dx = out(grads.dx), *dw = out(grads.dw), *db = out(grads.db);
+  const TensorImpl* dx_half = out(grads.dx_half);
   const int wide = rows_vector(x.dtype);
-  const int v =
-      view.n % wide == 0 && aligned(&x) && aligned(&g) && aligned(weight) && aligned(dx) ? wide : 1;
+  const int v = view.n % wide == 0 && aligned(&x) && aligned(&g) && aligned(weight) &&
+                        aligned(dx) && aligned(grads.dsum) && aligned(dx_half)
+                    ? wide
+                    : 1;
   const Shape shape = shape_of(view.n / v, v);
   if (!shape.k) return false;
   if (!dx && !dw && !db) return true;  // the question alone (Backend::norm_backward)
@@ -133,7 +141,8 @@ bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const Te
   const long long per_sm = std::max(2LL, 1024LL / shape.threads);
   const auto blocks =
       static_cast<unsigned>(std::min<long long>(view.rows, per_sm * std::max(1, ctx.sm_count)));
-  const std::string& source = norm_backward_source(x.dtype, g.dtype);
+  const std::optional<DType> h = dx_half ? std::optional<DType>(dx_half->dtype) : std::nullopt;
+  const std::string& source = norm_backward_source(x.dtype, g.dtype, h);
   const std::size_t part_bytes = static_cast<std::size_t>(blocks) * view.n * sizeof(float);
   const auto part_w = dw ? device_alloc(ctx, part_bytes) : nullptr;
   const auto part_b = db ? device_alloc(ctx, part_bytes) : nullptr;
@@ -150,15 +159,17 @@ bool norm_backward(Context& ctx, detail::RowOp op, const TensorImpl& x, const Te
     args.pointer(part_b ? part_b->data() : nullptr);
     args.value(static_cast<long long>(view.rows));
     args.value(static_cast<long long>(view.n));
+    args.pointer(data(grads.dsum));
+    args.pointer(data(dx_half));
     cudaKernel_t kernel =
         cached_kernel(source, "kiln_norm_backward.cu",
-                      norm_backward_kernel_name(x.dtype, g.dtype, v, shape.k), ctx.arch());
+                      norm_backward_kernel_name(x.dtype, g.dtype, v, shape.k, h), ctx.arch());
     launch(ctx, kernel, blocks, shape.threads, args.pointers());
   }
   if (!dw && !db) return true;
   cudaKernel_t finish =
       cached_kernel(source, "kiln_norm_backward.cu",
-                    norm_backward_kernel_name(x.dtype, g.dtype, 0, 0), ctx.arch());
+                    norm_backward_kernel_name(x.dtype, g.dtype, 0, 0, h), ctx.arch());
   KernelArgs fargs;
   fargs.pointer(part_w ? part_w->data() : nullptr);
   fargs.pointer(part_b ? part_b->data() : nullptr);

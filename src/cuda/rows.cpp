@@ -7,7 +7,8 @@
 // registers when some K of kRowRegisterCounts (K * V <= 32 values a thread) covers it with at most
 // 1024 threads: the smallest K that needs at most 256 threads is taken (a 4096-f32 row: K = 4,
 // 256 threads; a 768-bf16 row: K = 1, 96 threads), else the largest K with at most 1024. Longer
-// rows take the streaming kernel (512 threads, two reads of x).
+// rows take the streaming kernel (512 threads, two reads of x). A norm of x + residual (version 13)
+// runs the same kernels with the residual read beside x and the sum written on the first pass.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -64,20 +65,28 @@ void rows(Context& ctx, RowOp op, const TensorImpl& x, const detail::RowParams& 
   const int vec = rows_vector(x.dtype);
   const void* w = params.weight ? params.weight->data() : nullptr;
   const void* b = params.bias ? params.bias->data() : nullptr;
+  const TensorImpl* res = params.residual;
+  const void* sum = stats.sum ? (*stats.sum)->data() : nullptr;
   const bool wide = view.n % vec == 0 && (view.rows == 1 || view.stride % vec == 0) &&
                     aligned(x.data()) && aligned(y.data()) && (!w || aligned(w)) &&
-                    (!b || aligned(b));
+                    (!b || aligned(b)) && (!res || (aligned(res->data()) && aligned(sum)));
   const Shape shape = rows_shape(view.n, wide ? vec : 1);
   const bool norm = detail::row_op_normalises(op);
   // (y's dtype names the kernel only where it differs: a norm of f32 rows into a half type.)
   const DType out = detail::row_op_reduces(op) ? x.dtype : y.dtype;
-  const std::string name =
-      rows_kernel_name(norm ? "norm" : "softmax", x.dtype, shape.v, shape.k, out);
-  cudaKernel_t kernel = cached_kernel(rows_source(x.dtype, out), "kiln_rows.cu", name, ctx.arch());
+  const std::optional<DType> res_dtype = res ? std::optional<DType>(res->dtype) : std::nullopt;
+  const std::string name = rows_kernel_name(res    ? "addnorm"
+                                            : norm ? "norm"
+                                                   : "softmax",
+                                            x.dtype, shape.v, shape.k, out, res_dtype);
+  cudaKernel_t kernel =
+      cached_kernel(rows_source(x.dtype, out, res_dtype), "kiln_rows.cu", name, ctx.arch());
   ctx.make_current();
   KernelArgs args;
   args.pointer(x.data());
+  if (res) args.pointer(res->data());
   args.pointer(y.data());
+  if (res) args.pointer(sum);
   if (norm) {
     args.pointer(w);
     args.pointer(b);

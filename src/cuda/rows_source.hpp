@@ -18,17 +18,19 @@ inline constexpr int kRowRegisterCounts[] = {1, 2, 4, 8};
 inline constexpr int kRowMaxHeld = 32;
 
 // The source of every row kernel of x's dtype t writing y of dtype y: t, or (the norms alone) a
-// half type for an f32 t. Compiled once per device and pair.
-const std::string& rows_source(DType t, DType y);
-// Entry points: `family` "softmax" (softmax and log_softmax) or "norm" (layer_norm and
-// rms_norm); V the elements of one load (1, or 16 bytes' worth); k the loads a thread holds in
-// registers (kRowRegisterCounts), or 0 for the streaming kernel of rows that do not fit; y the
-// dtype of y (absent: t).
+// half type for an f32 t. Compiled once per device and pair. With r, the dtype of a residual
+// added to x (t, or a half type for an f32 t): the norms that add it ("addnorm") alone.
+const std::string& rows_source(DType t, DType y, std::optional<DType> r = std::nullopt);
+// Entry points: `family` "softmax" (softmax and log_softmax), "norm" (layer_norm and rms_norm)
+// or "addnorm" (the norms of x + a residual of dtype r); V the elements of one load (1, or 16
+// bytes' worth); k the loads a thread holds in registers (kRowRegisterCounts), or 0 for the
+// streaming kernel of rows that do not fit; y the dtype of y (absent: t).
 std::string rows_kernel_name(const char* family, DType t, int v, int k,
-                             std::optional<DType> y = std::nullopt);
+                             std::optional<DType> y = std::nullopt,
+                             std::optional<DType> r = std::nullopt);
 // The vector width of dtype t: the elements of a 16-byte load.
 inline int rows_vector(DType t) { return static_cast<int>(16 / dtype_size(t)); }
-// Every entry point of the pair (t, y), for the NVRTC compile test.
-std::vector<std::string> rows_kernel_names(DType t, DType y);
+// Every entry point of rows_source(t, y, r), for the NVRTC compile test.
+std::vector<std::string> rows_kernel_names(DType t, DType y, std::optional<DType> r = std::nullopt);
 
 }  // namespace kiln::cuda

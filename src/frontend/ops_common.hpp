@@ -58,8 +58,9 @@ bool autocast_to_f32(Binary op);
 // has been checked; weight and bias may be null. A contiguous copy of x is made first where x is
 // not a sequence of rows (row_view). y has x's shape and dtype (logsumexp: f32, one value per
 // row; a norm: y_dtype where given, a half type for an f32 x); the norms also write the f32
-// per-row mean (layer_norm) and rstd, of shape x.shape[:-1].
+// per-row mean (layer_norm) and rstd, of shape x.shape[:-1]. A norm with a residual (checked: x's
+// shape, x's dtype or a half type for an f32 x) normalises x + residual and returns that sum.
 NormResult run_rows(RowOp op, const Handle& x, const Handle& weight, const Handle& bias, double eps,
-                    std::optional<DType> y_dtype = std::nullopt);
+                    std::optional<DType> y_dtype = std::nullopt, const Handle& residual = {});
 
 }  // namespace kiln::detail

@@ -52,7 +52,7 @@ void check_y_dtype(const char* op, const Handle& x, std::optional<DType> y_dtype
 }  // namespace
 
 NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Handle& bias,
-                    double eps, std::optional<DType> y_dtype) {
+                    double eps, std::optional<DType> y_dtype, const Handle& residual_in) {
   const char* name = row_op_name(op);
   Backend& be = backend_of(x_in->device);
   const DType operand[] = {x_in->dtype};
@@ -60,7 +60,11 @@ NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Ha
     throw DTypeError(fmt::format("{}: {} has no {} {}", name, x_in->device.str(),
                                  dtype_name(x_in->dtype), name));
   }
-  const Handle x = row_view(*x_in) ? x_in : contiguous(x_in);
+  // (x + residual: both contiguous, as the backend reads them then.)
+  const Handle x =
+      (residual_in ? is_contiguous(x_in) : row_view(*x_in).has_value()) ? x_in : contiguous(x_in);
+  const Handle residual =
+      residual_in && !is_contiguous(residual_in) ? contiguous(residual_in) : residual_in;
   const bool norm = row_op_normalises(op);
   const Dims row_shape(x->shape.begin(), x->shape.end() - 1);
   NormResult r;
@@ -71,12 +75,14 @@ NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Ha
     if (op == RowOp::layer_norm) r.mean = allocate(name, be, row_shape, DType::f32);
     r.rstd = allocate(name, be, row_shape, DType::f32);
   }
+  if (residual) r.sum = allocate(name, be, x->shape, x->dtype);
   if (x->numel() == 0) return r;
   const Handle w = dense(weight), b = dense(bias);
-  RowParams params{w.get(), b.get(), norm ? eps : 0.0};
+  RowParams params{w.get(), b.get(), norm ? eps : 0.0, residual.get()};
   RowStats stats;
   if (r.mean) stats.mean.emplace(*r.mean);
   if (r.rstd) stats.rstd.emplace(*r.rstd);
+  if (r.sum) stats.sum.emplace(*r.sum);
   be.rows(op, *x, params, Out(*r.y), stats);
   return r;
 }
@@ -94,6 +100,50 @@ NormResult layer_norm(const Handle& x_in, const Handle& weight_in, const Handle&
   check_affine("layer_norm", "bias", bias, x);
   check_y_dtype("layer_norm", x, y_dtype);
   return run_rows(RowOp::layer_norm, x, weight, bias, eps, y_dtype);
+}
+
+namespace {
+
+// The residual beside x (after autocast): x's device and shape, x's dtype or a half type for an
+// f32 x.
+void check_residual(const char* op, const Handle& r, const Handle& x) {
+  common_device(op, {&x, &r});
+  if (r->shape != x->shape) {
+    throw ShapeError(fmt::format("{}: residual {} must have x's shape {}", op,
+                                 format_dims(r->shape), format_dims(x->shape)));
+  }
+  if (r->dtype != x->dtype && !(x->dtype == DType::f32 && is_half(r->dtype))) {
+    throw DTypeError(
+        fmt::format("{}: residual is {} but x is {}: x's dtype, or bf16 or f16 for an "
+                    "f32 x",
+                    op, dtype_name(r->dtype), dtype_name(x->dtype)));
+  }
+}
+
+}  // namespace
+
+NormResult add_layer_norm(const Handle& x_in, const Handle& residual, const Handle& weight_in,
+                          const Handle& bias_in, double eps, std::optional<DType> y_dtype) {
+  const Handle x = autocast_f32(x_in);
+  const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
+  const Handle bias = bias_in ? autocast_f32(bias_in) : bias_in;
+  check_input("add_layer_norm", x, eps);
+  check_residual("add_layer_norm", residual, x);
+  check_affine("add_layer_norm", "weight", weight, x);
+  check_affine("add_layer_norm", "bias", bias, x);
+  check_y_dtype("add_layer_norm", x, y_dtype);
+  return run_rows(RowOp::layer_norm, x, weight, bias, eps, y_dtype, residual);
+}
+
+NormResult add_rms_norm(const Handle& x_in, const Handle& residual, const Handle& weight_in,
+                        double eps, std::optional<DType> y_dtype) {
+  const Handle x = autocast_f32(x_in);
+  const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
+  check_input("add_rms_norm", x, eps);
+  check_residual("add_rms_norm", residual, x);
+  check_affine("add_rms_norm", "weight", weight, x);
+  check_y_dtype("add_rms_norm", x, y_dtype);
+  return run_rows(RowOp::rms_norm, x, weight, Handle{}, eps, y_dtype, residual);
 }
 
 NormResult rms_norm(const Handle& x_in, const Handle& weight_in, double eps,

@@ -228,9 +228,11 @@ void Fusion::rows(detail::RowOp op, const detail::TensorImpl& x, const detail::R
   require_memory(x);
   if (params.weight) require_memory(*params.weight);
   if (params.bias) require_memory(*params.bias);
+  if (params.residual) require_memory(*params.residual);
   bind(*y);
   if (stats.mean) bind(**stats.mean);
   if (stats.rstd) bind(**stats.rstd);
+  if (stats.sum) bind(**stats.sum);
   inner().rows(op, x, params, y, stats);
 }
 
@@ -274,16 +276,17 @@ bool Fusion::norm_backward(detail::RowOp op, const detail::TensorImpl& x,
     std::lock_guard lock(mu_);
     const std::optional<detail::TensorImpl> source = cast_source(group_, g, x);
     const auto in_memory = [](const detail::TensorImpl* t) { return !t || !unbound(*t); };
-    if (source && in_memory(&x) && in_memory(weight) && in_memory(mean) && in_memory(&rstd)) {
-      for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db})
+    if (source && in_memory(&x) && in_memory(weight) && in_memory(mean) && in_memory(&rstd) &&
+        in_memory(grads.dsum)) {
+      for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db, grads.dx_half})
         if (o) bind(**o);
       if (inner().norm_backward(op, x, *source, weight, mean, rstd, grads)) return true;
     }
     flush_locked();
   }
-  for (const detail::TensorImpl* t : {&x, &g, weight, mean, &rstd})
+  for (const detail::TensorImpl* t : {&x, &g, weight, mean, &rstd, grads.dsum})
     if (t) require_memory(*t);
-  for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db})
+  for (const std::optional<detail::Out>& o : {grads.dx, grads.dw, grads.db, grads.dx_half})
     if (o) bind(**o);
   return inner().norm_backward(op, x, g, weight, mean, rstd, grads);
 }

@@ -53,10 +53,17 @@ GPT2Block::GPT2Block(const GPT2Config& c)
 
 // Under autocast the norms' results feed only half products (c_attn, c_fc, lm_head), which would
 // cast them to the half type: the norms round to it in their own pass instead (the same values,
-// and no f32 result written and read back).
+// and no f32 result written and read back). The residual adds happen in the norms after them
+// (LayerNorm::add): the same values as x + branch and a norm of it, with the sum written once.
 Tensor<3> GPT2Block::forward(const Tensor<3>& x) const {
-  const auto y = x + attn(ln_1(x, autocast_dtype()));
-  return y + mlp(ln_2(y, autocast_dtype()));
+  const auto [h, m] = forward_unadded(x, ln_1(x, autocast_dtype()));
+  return h + m;
+}
+
+std::pair<Tensor<3>, Tensor<3>> GPT2Block::forward_unadded(const Tensor<3>& x,
+                                                           const Tensor<3>& x_normed) const {
+  const auto [h, z] = ln_2.add(x, attn(x_normed), autocast_dtype());
+  return {h, mlp(z)};
 }
 
 GPT2Transformer::GPT2Transformer(const GPT2Config& c)
@@ -95,8 +102,18 @@ Tensor<3> GPT2::forward(const Tensor<2>& ids) const {
                      "block_size " + std::to_string(config_.block_size));
   const auto pos = arange(0, static_cast<double>(t), 1.0, DType::i32, ids.device());
   auto x = transformer.drop(transformer.wte(ids) + transformer.wpe(pos));
-  for (const auto& block : transformer.h) x = (*block)(x);
-  return lm_head(transformer.ln_f(x, autocast_dtype()));
+  // Each block's output h + m is added by the norm that reads it next (the next block's ln_1,
+  // or ln_f), in that norm's pass.
+  auto x_normed = transformer.h[0].ln_1(x, autocast_dtype());
+  const std::size_t n = transformer.h.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [h, m] = transformer.h[i].forward_unadded(x, x_normed);
+    const LayerNorm& next = i + 1 < n ? transformer.h[i + 1].ln_1 : transformer.ln_f;
+    auto r = next.add(h, m, autocast_dtype());
+    x = r.sum;
+    x_normed = r.y;
+  }
+  return lm_head(x_normed);
 }
 
 Tensor<0> GPT2::loss(const Tensor<2>& ids, const Tensor<2>& targets) const {

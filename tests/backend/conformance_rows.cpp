@@ -362,6 +362,42 @@ TEST_P(BackendRows, ContractErrors) {
   expect(
       "logsumexp of empty rows", [&] { be().rows(RowOp::logsumexp, e.view, {}, Out(*e_rows), {}); },
       kiln::ValueError{""});
+  // A norm of x + residual (version 13): the residual comes with its sum, on norms only.
+  const Operand r = input({4, 6}, DType::f32), rb = input({4, 6}, DType::bf16);
+  const Operand r5 = input({4, 5}, DType::f32), ri = input({4, 6}, DType::i32);
+  Handle sum = be().empty({4, 6}, DType::f32), sum_h = be().empty({4, 6}, DType::bf16);
+  const auto with_sum = [](const Handle& s) {
+    RowStats st;
+    st.sum.emplace(*s);
+    return st;
+  };
+  const auto add_norm = [&](const TensorImpl& xv, const TensorImpl* res, const RowStats& st) {
+    be().rows(RowOp::layer_norm, xv, {nullptr, nullptr, 1e-5, res}, Out(*y), st);
+  };
+  expect(
+      "residual without sum", [&] { add_norm(x.view, &r.view, {}); }, kiln::ValueError{""});
+  expect(
+      "sum without residual", [&] { add_norm(x.view, nullptr, with_sum(sum)); },
+      kiln::ValueError{""});
+  expect(
+      "softmax residual",
+      [&] {
+        be().rows(RowOp::softmax, x.view, {nullptr, nullptr, 0, &r.view}, Out(*y), with_sum(sum));
+      },
+      kiln::ValueError{""});
+  expect(
+      "residual shape", [&] { add_norm(x.view, &r5.view, with_sum(sum)); }, kiln::ShapeError{""});
+  expect(
+      "residual dtype", [&] { add_norm(x.view, &ri.view, with_sum(sum)); }, kiln::DTypeError{""});
+  expect(
+      "sum dtype", [&] { add_norm(x.view, &rb.view, with_sum(sum_h)); }, kiln::DTypeError{""});
+  TensorImpl strided = x.view;  // rows 0, 2, 4 and 6 of [8, 6] memory
+  strided.strides = {12, 1};
+  const Operand x8 = input({8, 6}, DType::f32);
+  strided.buffer = x8.view.buffer;
+  expect(
+      "strided x with a residual", [&] { add_norm(strided, &r.view, with_sum(sum)); },
+      kiln::ValueError{""});
 }
 
 // The norms' backward contract (check_norm_backward_call), which a backend's norm_backward runs
@@ -425,6 +461,24 @@ TEST_P(BackendRows, NormBackwardContractErrors) {
           kiln::DTypeError{""});
   refused("dw shape", RowOp::layer_norm, g.view, &stat.view, stat.view, grads({}, dw5, {}), &w.view,
           kiln::ShapeError{""});
+  // Version 13: dsum (x's shape and dtype) and dx_half (a half type for an f32 x) need dx.
+  NormGrads sum_only = grads({}, dw, {});
+  sum_only.dsum = &g.view;
+  refused("dsum without dx", RowOp::layer_norm, g.view, &stat.view, stat.view, sum_only, &w.view,
+          kiln::ValueError{""});
+  NormGrads bad_sum = grads(dx, {}, {});
+  bad_sum.dsum = &g5.view;
+  refused("dsum shape", RowOp::layer_norm, g.view, &stat.view, stat.view, bad_sum, &w.view,
+          kiln::ShapeError{""});
+  NormGrads f32_half = grads(dx, {}, {});
+  f32_half.dx_half = Out(*dx);
+  refused("dx_half f32", RowOp::layer_norm, g.view, &stat.view, stat.view, f32_half, &w.view,
+          kiln::DTypeError{""});
+  NormGrads ok = grads(dx, {}, {});
+  ok.dsum = &g.view;
+  ok.dx_half = Out(*dxb);
+  EXPECT_NO_THROW(check_norm_backward_call(RowOp::layer_norm, x.view, g.view, &w.view, &stat.view,
+                                           stat.view, ok));
 }
 
 }  // namespace

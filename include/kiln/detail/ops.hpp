@@ -108,15 +108,21 @@ Handle sum_of_squares(std::span<const Handle> xs);
 Handle softmax(const Handle& x, int dim, bool log);
 
 // Row normalisation over the last dim (kiln/norm.hpp); weight / bias may be null (absent).
-// mean and rstd are f32, one per row (shape x.shape[:-1]); mean is null for rms_norm.
+// mean and rstd are f32, one per row (shape x.shape[:-1]); mean is null for rms_norm. sum is x +
+// residual for the add_ forms (the norm's input), null otherwise.
 struct NormResult {
-  Handle y, mean, rstd;
+  Handle y, mean, rstd, sum;
 };
 // y_dtype: y's dtype when not x's (after autocast): a half type for an f32 x, y rounded once.
 NormResult layer_norm(const Handle& x, const Handle& weight, const Handle& bias, double eps,
                       std::optional<DType> y_dtype = std::nullopt);
 NormResult rms_norm(const Handle& x, const Handle& weight, double eps,
                     std::optional<DType> y_dtype = std::nullopt);
+// The norms of x + residual, that sum returned too (kiln/norm.hpp's add_layer_norm).
+NormResult add_layer_norm(const Handle& x, const Handle& residual, const Handle& weight,
+                          const Handle& bias, double eps, std::optional<DType> y_dtype);
+NormResult add_rms_norm(const Handle& x, const Handle& residual, const Handle& weight, double eps,
+                        std::optional<DType> y_dtype);
 
 // Shape; dims are already normalised by the caller where noted.
 Handle reshape(const Handle& x, const Dims& shape);  // one -1 allowed

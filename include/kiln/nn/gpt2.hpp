@@ -5,6 +5,9 @@
 // sum; named_parameters() lists it once (as transformer.wte.weight), state_dict() under both
 // names, as nanoGPT's torch state_dict does.
 #pragma once
+
+#include <utility>
+
 #include "kiln/loss.hpp"
 #include "kiln/nn/attention.hpp"
 #include "kiln/nn/dropout.hpp"
@@ -38,6 +41,11 @@ class GPT2Block : public Module {
   explicit GPT2Block(const GPT2Config& c);
   Tensor<3> forward(const Tensor<3>& x) const;
   Tensor<3> operator()(const Tensor<3>& x) const { return forward(x); }
+  // The block as GPT2 runs it, its last residual add left to the norm that follows: from the
+  // block's input x and ln_1(x) (which that norm of the previous block computed), {h, m} with
+  // the block's output h + m unadded (the next norm adds it in its pass: LayerNorm::add).
+  std::pair<Tensor<3>, Tensor<3>> forward_unadded(const Tensor<3>& x,
+                                                  const Tensor<3>& x_normed) const;
   LayerNorm ln_1;
   MultiHeadAttention attn;
   LayerNorm ln_2;

@@ -27,6 +27,16 @@ class LayerNorm : public Module {
   Tensor<D> operator()(const Tensor<D>& x, std::optional<DType> out_dtype = std::nullopt) const {
     return forward(x, out_dtype);
   }
+  // The residual step of a pre-norm block: {x + residual, this norm of it}, in one pass
+  // (kiln::add_layer_norm).
+  template <std::size_t D>
+  requires(D >= 1) AddNormResult<D> add(const Tensor<D>& x, const Tensor<D>& residual,
+                                        std::optional<DType> out_dtype = std::nullopt)
+  const {
+    std::optional<Tensor<1>> b;
+    if (bias.defined()) b = bias.tensor();
+    return add_layer_norm(x, residual, weight.tensor(), b, eps_, out_dtype);
+  }
 
  private:
   double eps_;
@@ -46,6 +56,11 @@ class RMSNorm : public Module {
   Tensor<D> operator()(const Tensor<D>& x, std::optional<DType> out_dtype = std::nullopt) const {
     return forward(x, out_dtype);
   }
+  // {x + residual, this norm of it}, in one pass (kiln::add_rms_norm).
+  template <std::size_t D>
+  requires(D >= 1) AddNormResult<D> add(const Tensor<D>& x, const Tensor<D>& residual,
+                                        std::optional<DType> out_dtype = std::nullopt)
+  const { return add_rms_norm(x, residual, weight.tensor(), eps_, out_dtype); }
 
  private:
   double eps_;

@@ -38,12 +38,15 @@ __device__ __forceinline__ void block_sum2(float& a, float& c, float2* sh) {
   }
 }
 
-template <class T, class G, int V, int K>
+// A norm of x + residual (version 13): dsum, where not null, is added to dx, and dx_half (H, a half
+// type for an f32 T), where not null, receives that dx rounded once.
+template <class T, class G, int V, int K, class H = T>
 __device__ void norm_backward(const T* __restrict__ x, const G* __restrict__ g,
                               const T* __restrict__ w, const float* __restrict__ mean,
                               const float* __restrict__ rstd, T* __restrict__ dx,
                               float* __restrict__ part_w, float* __restrict__ part_b,
-                              long long rows, long long n) {
+                              long long rows, long long n, const T* __restrict__ dsum,
+                              H* __restrict__ dx_half) {
   __shared__ float2 sh[32];
   const long long W = n / V;  // V > 1 only where it divides n
   const float inv_n = 1.0f / (float)n;
@@ -87,7 +90,14 @@ __device__ void norm_backward(const T* __restrict__ x, const G* __restrict__ g,
         float o[V];
 #pragma unroll
         for (int i = 0; i < V; ++i) o[i] = s * (gv[k][i] * wv[k][i] - a - xh[k][i] * c);
+        if (dsum) {
+          float d[V];
+          kr::load<V>(dsum + r * n + j * V, d);
+#pragma unroll
+          for (int i = 0; i < V; ++i) o[i] += d[i];
+        }
         kr::store<V>(dx + r * n + j * V, o);
+        if (dx_half) kr::store<V>(dx_half + r * n + j * V, o);
       }
     }
   }

@@ -307,26 +307,64 @@ __device__ __forceinline__ void affine(float* v, const T* w, const T* b, long lo
   }
 }
 
+// v as T holds it: a half T's sum is normalised as it was stored, as an add and a norm would.
+// (For an f32 T it is the identity, and compiles to nothing.)
+template <int V, class T>
+__device__ __forceinline__ void round_as(float* v) {
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    T h;
+    put(h, v[i]);
+    v[i] = f32(h);
+  }
+}
+
+// The norm's input at row element j * V: x's V elements, plus the residual's where there is one
+// (res and sum point at the row; x is then contiguous), that sum written to `sum` as well.
+template <int V, class T, class R>
+__device__ __forceinline__ void load_input(const T* xr, const R* rr, T* sr, long long j, float* v) {
+  load<V>(xr + j * V, v);
+  if (rr) {
+    float a[V];
+    load<V>(rr + j * V, a);
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] += a[i];
+    store<V>(sr + j * V, v);
+    round_as<V, T>(v);
+  }
+}
+
+// The pivot a norm centres its row on before summing: the row's first input element.
+template <class T, class R>
+__device__ __forceinline__ float pivot(const T* xr, const R* rr, int rms) {
+  if (rms) return 0.0f;
+  return rr ? f32(kiln::ldg(xr)) + f32(kiln::ldg(rr)) : f32(kiln::ldg(xr));
+}
+
 // Y, y's dtype, is T, or a half type for an f32 T (y rounded once to what a half product reads).
-template <class T, int V, int K, class Y = T>
+// res, where not null, is added to x first (R: T, or a half type for an f32 T), and sum receives
+// that sum (contiguous, as x then is).
+template <class T, int V, int K, class Y = T, class R = T>
 __device__ void norm_fit(const T* __restrict__ x, Y* __restrict__ y, const T* __restrict__ w,
                          const T* __restrict__ b, long long rows, long long n, long long stride,
                          float eps, float* __restrict__ mean_out, float* __restrict__ rstd_out,
-                         int rms) {
+                         int rms, const R* __restrict__ res, T* __restrict__ sum) {
   __shared__ float sh[32];
   const long long W = n / V + (n % V != 0);
   const float inv_n = 1.0f / (float)n;
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * stride;
+    const R* rr = res ? res + r * n : nullptr;
+    T* sr = sum ? sum + r * n : nullptr;
     Y* yr = y + r * n;
     float v[K][V];
-    const float p = rms ? 0.0f : f32(kiln::ldg(xr));  // the pivot: the row's first element
+    const float p = pivot(xr, rr, rms);
     float t = 0.0f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const long long j = threadIdx.x + (long long)k * blockDim.x;
       if (j < W) {
-        load<V>(xr + j * V, v[k]);
+        load_input<V>(xr, rr, sr, j, v[k]);
 #pragma unroll
         for (int i = 0; i < V; ++i) t += v[k][i] - p;
       }
@@ -363,21 +401,25 @@ __device__ void norm_fit(const T* __restrict__ x, Y* __restrict__ y, const T* __
   }
 }
 
-template <class T, int V, class Y = T>
+// The second pass reads x and res again (not sum: a read of what this kernel wrote through the
+// read-only cache is not coherent) and rounds their sum as the first pass stored it.
+template <class T, int V, class Y = T, class R = T>
 __device__ void norm_stream(const T* __restrict__ x, Y* __restrict__ y, const T* __restrict__ w,
                             const T* __restrict__ b, long long rows, long long n, long long stride,
                             float eps, float* __restrict__ mean_out, float* __restrict__ rstd_out,
-                            int rms) {
+                            int rms, const R* __restrict__ res, T* __restrict__ sum) {
   __shared__ Moments sh[32];
   const long long W = n / V + (n % V != 0);
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * stride;
+    const R* rr = res ? res + r * n : nullptr;
+    T* sr = sum ? sum + r * n : nullptr;
     Y* yr = y + r * n;
     float v[V];
-    const float p = rms ? 0.0f : f32(kiln::ldg(xr));  // the pivot: Welford's runs on x - p
+    const float p = pivot(xr, rr, rms);  // Welford's runs on x - p
     Moments a{0.0f, 0.0f, 0.0f};
     for (long long j = threadIdx.x; j < W; j += blockDim.x) {
-      load<V>(xr + j * V, v);
+      load_input<V>(xr, rr, sr, j, v);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         if (rms) {  // mean stays 0: m2 is the sum of squares
@@ -402,6 +444,13 @@ __device__ void norm_stream(const T* __restrict__ x, Y* __restrict__ y, const T*
     }
     for (long long j = threadIdx.x; j < W; j += blockDim.x) {
       load<V>(xr + j * V, v);
+      if (rr) {
+        float q[V];
+        load<V>(rr + j * V, q);
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[i] += q[i];
+        round_as<V, T>(v);
+      }
 #pragma unroll
       for (int i = 0; i < V; ++i) v[i] = ((v[i] - hi) - lo) * rstd;
       affine<T, V>(v, w, b, j * V);

@@ -26,7 +26,9 @@
 # on an empty store), tuneahead (the step on a store kiln tune --exhaustive filled), exitcrash
 # (where `kiln tune` dies at exit), dist (issue 22's tests on this machine's GPUs), disttests
 # (only its tests), harness (a bundled kernel harness), ncuattn (Nsight Compute on the attention
-# kernels and PyTorch's flash ones), addnorm (add_layer_norm's tests, speed and the GPT-2 step).
+# kernels and PyTorch's flash ones), addnorm (add_layer_norm's tests, speed and the GPT-2 step),
+# exitattn (kiln_attention_ops three times, for a crash at exit), rowops (row ops and
+# cross-entropy beside PyTorch's).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -79,7 +81,9 @@ fi
 read_cores() {
   for core in "$OUT"/core.*; do
     [ -e "$core" ] || continue
+    # (%e is the first 15 characters of the program's name: the bundled program they begin.)
     exe=$(basename "$core" | cut -d. -f2)
+    exe=$(cd .device/bin && ls -d "$exe"* 2>/dev/null | head -1)
     echo "== core $core ($exe)"
     timeout 120 .device/run /usr/local/cuda/bin/cuda-gdb -q -batch -ex bt -ex "thread apply all bt 20" \
       ".device/bin/$exe" "$core" 2>&1 | grep -vE "^\[New LWP|^$" | head -150 >"$core.txt"
@@ -406,6 +410,21 @@ for section in "$@"; do
       grep -E "exited" "$OUT/exitcrash_gdb_$i.txt"
     done
     unset KILN_CACHE_DIR
+    ;;
+  exitattn)
+    # kiln_attention_ops died of SIGSEGV at exit after its last line (H100, 2026-12-07 10:47):
+    # three more runs, whose cores read_cores prints with kiln's names (bundle it unstripped).
+    for i in 1 2 3; do
+      timeout 60 .device/run kiln_attention_ops >"$OUT/exitattn_$i.txt" 2>&1
+      echo "run $i: exit $? (139: SIGSEGV)"
+    done
+    ;;
+  rowops)
+    # Issue 19's row ops and fused cross-entropy at the issue's shapes, beside PyTorch's.
+    t timeout 100 .device/run kiln_row_ops
+    t timeout 300 python3 .device/peers/torch_row_ops.py
+    t timeout 60 .device/run kiln_cross_entropy
+    t timeout 90 python3 .device/peers/torch_cross_entropy.py
     ;;
   tuneahead)
     # GPT-2's bf16 products tuned ahead of time with every candidate (kiln tune --exhaustive; a

@@ -146,9 +146,11 @@ class RowsNode final : public Node {
     if (Handle s = sum_.get_if_alive()) return s;
     const TensorImpl &x = *saved_[0], &r = *saved_[5];
     ir::Program p;
-    p.output(p.cast(
-        p.binary(ir::Op::add, p.cast(p.input(x.dtype), kF32), p.cast(p.input(r.dtype), kF32)),
-        x.dtype));
+    // (Inputs declared one statement each: in one call's arguments their order would be the
+    // compiler's to choose, and input 0 must be x.)
+    const auto xv = p.cast(p.input(x.dtype), kF32);
+    const auto rv = p.cast(p.input(r.dtype), kF32);
+    p.output(p.cast(p.binary(ir::Op::add, xv, rv), x.dtype));
     const TensorImpl* in[] = {&x, &r};
     return run(be, p, in, {}, x.shape)[0];
   }

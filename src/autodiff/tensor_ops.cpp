@@ -45,7 +45,11 @@ namespace {
 ir::Program sum_program(DType a, DType b) {
   ir::Program p;
   const DType t = compute_dtype(a);
-  p.output(p.cast(p.binary(ir::Op::add, p.cast(p.input(a), t), p.cast(p.input(b), t)), a));
+  // (One input a statement: as arguments of one call their order would be the compiler's, and
+  // input 0 must be a's. GCC's right-to-left order made input 0 b's dtype.)
+  const auto av = p.cast(p.input(a), t);
+  const auto bv = p.cast(p.input(b), t);
+  p.output(p.cast(p.binary(ir::Op::add, av, bv), a));
   return p;
 }
 }  // namespace

@@ -1,5 +1,6 @@
-// 64-bit FNV-1a (on words): kiln's one hash, for cache keys (programs, kernel layouts, kernel sources) and
-// the store's source index. Not cryptographic: every user compares the keyed thing whole on a hit.
+// 64-bit FNV-1a (on words): kiln's one hash, for cache keys (programs, kernel layouts, kernel
+// sources) and the store's source index. Not cryptographic: every user compares the keyed thing
+// whole on a hit.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // GPT-2 (kiln/nn/gpt2.hpp): nanoGPT's parameter names and count, the tied output layer, causal
-// attention (an output never depends on a later token), a small config's forward + backward and
-// its loss falling over AdamW steps on a tiny token stream, and GPT-2 small (124M) constructing.
+// attention (an output never depends on a later token), the residual adds inside the norms giving
+// the written-out model's logits and gradients, a small config's forward + backward and its loss
+// falling over AdamW steps on a tiny token stream, and GPT-2 small (124M) constructing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,6 +71,49 @@ TEST(Gpt2, OutputsNeverDependOnLaterTokens) {
             std::vector<float>(lb.begin() + 5 * 64, lb.end()));
   EXPECT_THROW(model(Tensor<2>::zeros({1, 17}, DType::i32)), kiln::ShapeError);
   EXPECT_THROW(nn::GPT2({.n_head = 4, .n_embd = 30}), kiln::ValueError);
+}
+
+// The model leaves each residual add to the norm that reads the sum (LayerNorm::add): its logits
+// and gradients are those of the blocks written out as nanoGPT writes them, adds apart.
+TEST(Gpt2, FusedResidualAddsGiveTheWrittenOutModelsLogitsAndGradients) {
+  nn::GPT2 model(kSmall);
+  const auto ids = kiln::from_data({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}, {2, 6});
+  const auto pos = kiln::arange(0, 6, 1, DType::i32);
+  const auto& t = model.transformer;
+  const auto written = [&] {
+    auto x = t.wte(ids) + t.wpe(pos);
+    for (std::size_t i = 0; i < t.h.size(); ++i) {
+      const auto& b = t.h[i];
+      x = x + b.attn(b.ln_1(x));
+      x = x + b.mlp(b.ln_2(x));
+    }
+    return model.lm_head(t.ln_f(x));
+  };
+  const auto gradients = [&](const Tensor<3>& logits) {
+    model.zero_grad();
+    (logits * logits).sum().backward();
+    // Parameters of every place in the model: both ends, both blocks, norms before and after.
+    return std::vector<std::vector<float>>{t.wte.weight.grad()->to_vector(),
+                                           t.wpe.weight.grad()->to_vector(),
+                                           t.h[0].ln_1.weight.grad()->to_vector(),
+                                           t.h[0].ln_2.bias.grad()->to_vector(),
+                                           t.h[0].attn.c_attn.weight.grad()->to_vector(),
+                                           t.h[1].ln_1.bias.grad()->to_vector(),
+                                           t.h[1].mlp.c_proj.bias.grad()->to_vector(),
+                                           t.ln_f.weight.grad()->to_vector()};
+  };
+  const auto fused = model(ids), apart = written();
+  const auto a = fused.to_vector(), b = apart.to_vector();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+  const auto ga = gradients(model(ids)), gb = gradients(written());
+  ASSERT_EQ(ga.size(), gb.size());
+  for (std::size_t p = 0; p < ga.size(); ++p) {
+    double scale = 0;
+    for (float v : gb[p]) scale = std::max(scale, std::abs(double{v}));
+    for (std::size_t i = 0; i < ga[p].size(); ++i)
+      ASSERT_NEAR(ga[p][i], gb[p][i], 1e-5 * scale + 1e-7) << "parameter " << p << " at " << i;
+  }
 }
 
 // Forward + backward: every parameter gets a gradient, and the tied weight's is the sum of its two

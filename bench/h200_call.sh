@@ -28,7 +28,7 @@
 # (only its tests), harness (a bundled kernel harness), ncuattn (Nsight Compute on the attention
 # kernels and PyTorch's flash ones), addnorm (add_layer_norm's tests, speed and the GPT-2 step),
 # exitattn (kiln_attention_ops three times, for a crash at exit), rowops (row ops and
-# cross-entropy beside PyTorch's).
+# cross-entropy beside PyTorch's), changed (the row, norm, attention and GPT-2 tests alone).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -418,6 +418,13 @@ for section in "$@"; do
       timeout 60 .device/run kiln_attention_ops >"$OUT/exitattn_$i.txt" 2>&1
       echo "run $i: exit $? (139: SIGSEGV)"
     done
+    ;;
+  changed)
+    # The tests of the row kernels, norms, attention and GPT-2 alone (a short call).
+    t timeout 150 .device/run kiln_tests \
+      --gtest_filter='*AddNorm*:*NormTest*:CudaNormBackward*:*BackendRows*:*Gpt2*:*Attention*:*Rows*' \
+      >"$OUT/changed_tests.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|Failure" "$OUT/changed_tests.log" | head -20
     ;;
   rowops)
     # Issue 19's row ops and fused cross-entropy at the issue's shapes, beside PyTorch's.

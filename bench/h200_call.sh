@@ -55,6 +55,13 @@ dist_tests() {
   grep -hE "^\[  FAILED|^\[  SKIPPED|PASSED|tests ran" "$OUT/dist_tests.log" | tail -12
   grep -hE "Failure|rank [0-9]" "$OUT/dist_tests.log" | head -20
 }
+# The tests of the row kernels, norms, attention and GPT-2 alone (a short call's).
+changed_tests() {
+  t timeout 150 .device/run kiln_tests \
+    --gtest_filter='*AddNorm*:*NormTest*:CudaNormBackward*:*BackendRows*:*Gpt2*:*Attention*:*Rows*' \
+    >"$OUT/changed_tests.log" 2>&1
+  grep -E "^\[  FAILED|PASSED|Failure" "$OUT/changed_tests.log" | head -20
+}
 # NCCL for kiln::dist, which loads it at run time: the toolkit's, else PyTorch's wheel's.
 if [ -z "${KILN_NCCL_LIBRARY:-}" ]; then
   for f in /usr/local/cuda/lib64/libnccl.so.2 $(python3 -c 'import nvidia.nccl, os
@@ -305,13 +312,11 @@ for section in "$@"; do
     done
     ;;
   addnorm)
-    # add_layer_norm (the residual add in the norm's pass, forward and backward): its tests and
-    # memcheck, the op beside the add and the norm apart and PyTorch's (GPT-2's [16384, 768]), and
-    # the bf16 GPT-2 step that uses it beside PyTorch eager and torch.compile.
-    t timeout 150 .device/run kiln_tests \
-      --gtest_filter='*AddNorm*:*NormTest*:CudaNormBackward*:*BackendRows*:*Gpt2*' \
-      >"$OUT/addnorm_tests.log" 2>&1
-    grep -E "^\[  FAILED|PASSED|Failure" "$OUT/addnorm_tests.log" | head -20
+    # add_layer_norm (the residual add in the norm's pass, forward and backward): its tests (with
+    # the other row, norm, attention and GPT-2 tests) and memcheck, the op beside the add and the
+    # norm apart and PyTorch's (GPT-2's [16384, 768]), and the bf16 GPT-2 step that uses it beside
+    # PyTorch eager and torch.compile.
+    changed_tests
     t timeout 90 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
       --error-exitcode 1 .device/bin/kiln_tests \
       --gtest_filter='CudaNormBackward*:*AddNorm*cuda*' >"$OUT/addnorm_memcheck.log" 2>&1
@@ -420,11 +425,7 @@ for section in "$@"; do
     done
     ;;
   changed)
-    # The tests of the row kernels, norms, attention and GPT-2 alone (a short call).
-    t timeout 150 .device/run kiln_tests \
-      --gtest_filter='*AddNorm*:*NormTest*:CudaNormBackward*:*BackendRows*:*Gpt2*:*Attention*:*Rows*' \
-      >"$OUT/changed_tests.log" 2>&1
-    grep -E "^\[  FAILED|PASSED|Failure" "$OUT/changed_tests.log" | head -20
+    changed_tests
     ;;
   rowops)
     # Issue 19's row ops and fused cross-entropy at the issue's shapes, beside PyTorch's.

@@ -20,15 +20,6 @@ using kiln::Tensor;
 class AddNormTest : public kt::DeviceTest {};
 KILN_INSTANTIATE_DEVICES(AddNormTest);
 
-std::vector<double> host(const Tensor<2>& t) {
-  const auto v = t.to(DType::f32).to(kiln::Device::cpu()).to_vector<float>();
-  return {v.begin(), v.end()};
-}
-std::vector<double> host(const Tensor<1>& t) {
-  const auto v = t.to(DType::f32).to(kiln::Device::cpu()).to_vector<float>();
-  return {v.begin(), v.end()};
-}
-
 struct Case {
   DType x, residual;
   std::int64_t rows, n;
@@ -74,9 +65,11 @@ void check(const Case& c, const kiln::Device& dev, std::mt19937_64& rng) {
   EXPECT_EQ(got.y.dtype(), c.out.value_or(c.x));
 
   // The float64 reference, from the values as stored: s = x + r rounded to x's dtype.
-  const std::vector<double> xh = host(x), rh = host(r), wh = host(w), bh = host(b);
+  const std::vector<double> xh = kt::host_values(x), rh = kt::host_values(r),
+                            wh = kt::host_values(w), bh = kt::host_values(b);
   // y's gradient reaches the norm in y's dtype (the cast's backward rounds it), s's in x's.
-  const std::vector<double> gyh = host(gy.to(c.out.value_or(c.x))), gsh = host(gs.to(c.x));
+  const std::vector<double> gyh = kt::host_values(gy.to(c.out.value_or(c.x))),
+                            gsh = kt::host_values(gs.to(c.x));
   std::vector<double> s(count), y(count), dx(count), dw(un, 0.0), db(un, 0.0);
   for (std::size_t i = 0; i < count; ++i) s[i] = as_stored(xh[i] + rh[i], c.x);
   for (std::int64_t row = 0; row < c.rows; ++row) {
@@ -109,8 +102,8 @@ void check(const Case& c, const kiln::Device& dev, std::mt19937_64& rng) {
     }
   }
   const auto tol = [](DType t) { return t == DType::f32 ? 2e-5 : t == DType::bf16 ? 1e-2 : 2e-3; };
-  kt::expect_close_to_scale("sum", host(got.sum), s, 1e-6, 0);
-  kt::expect_close_to_scale("y", host(got.y), y, tol(c.out.value_or(c.x)), 1e-6);
+  kt::expect_close_to_scale("sum", kt::host_values(got.sum), s, 1e-6, 0);
+  kt::expect_close_to_scale("y", kt::host_values(got.y), y, tol(c.out.value_or(c.x)), 1e-6);
 
   // Backward of sum(y gy) + sum(sum gs), or of one of the two.
   if (c.use_y && c.use_sum) {
@@ -121,16 +114,17 @@ void check(const Case& c, const kiln::Device& dev, std::mt19937_64& rng) {
     (got.sum.to(DType::f32) * gs).sum().backward();
   }
   const double g_tol = std::max(tol(c.x), 4e-5);  // the row sums of f32 terms
-  kt::expect_close_to_scale("dx", host(*x.grad()), dx, g_tol, 1e-6);
+  kt::expect_close_to_scale("dx", kt::host_values(*x.grad()), dx, g_tol, 1e-6);
   ASSERT_EQ(r.grad()->dtype(), c.residual);
-  kt::expect_close_to_scale("dresidual", host(*r.grad()), dx, std::max(g_tol, tol(c.residual)),
-                            1e-6);
+  kt::expect_close_to_scale("dresidual", kt::host_values(*r.grad()), dx,
+                            std::max(g_tol, tol(c.residual)), 1e-6);
   if (!c.use_y) {  // no gradient reached the norm's output: none for its parameters
-    EXPECT_FALSE(w.grad().has_value() && host(*w.grad()) != std::vector<double>(un, 0.0));
+    EXPECT_FALSE(w.grad().has_value() &&
+                 kt::host_values(*w.grad()) != std::vector<double>(un, 0.0));
     return;
   }
-  kt::expect_close_to_scale("dw", host(*w.grad()), dw, g_tol, 1e-5);
-  if (!c.rms) kt::expect_close_to_scale("db", host(*b.grad()), db, g_tol, 1e-5);
+  kt::expect_close_to_scale("dw", kt::host_values(*w.grad()), dw, g_tol, 1e-5);
+  if (!c.rms) kt::expect_close_to_scale("db", kt::host_values(*b.grad()), db, g_tol, 1e-5);
 }
 
 TEST_P(AddNormTest, MatchesFloat64ReferencesForwardAndBackward) {

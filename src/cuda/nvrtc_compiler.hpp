@@ -61,7 +61,7 @@ struct CompileStats {
 };
 CompileStats compile_stats();
 
-// 64-bit FNV-1a of s: the source part of the cache key.
+// detail::hash_bytes of s (FNV-1a on 8-byte words): the source part of the cache key.
 std::uint64_t source_hash(const std::string& s);
 
 }  // namespace kiln::cuda

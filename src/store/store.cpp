@@ -59,7 +59,7 @@ Identity read_identity(const sql::Statement& st, int first) {
   return id;
 }
 
-// 64-bit FNV-1a as 16 hex digits: an index only, the source is compared whole on a lookup.
+// detail::hash_bytes as 16 hex digits: an index only, the source is compared whole on a lookup.
 std::string hash_source(std::string_view s) {
   return fmt::format("{:016x}", detail::hash_bytes(s));
 }

@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   std::vector<Tensor<2>> keep(static_cast<std::size_t>(o.batch + 1));
   for (const auto& [rows, cols] : o.shapes) {
     for (DType t : {DType::f32, DType::bf16}) {
+      // (The element count as a plain variable: C++20 lambdas may name structured bindings, but
+      // clang 14 refuses it.)
+      const double elements = static_cast<double>(rows * cols);
       const double size = static_cast<double>(kiln::dtype_size(t));
       const auto x =
           Tensor<2>::random({rows, cols}, kiln::Distribution::normal(), o.device, 2).to(t);
@@ -112,7 +115,7 @@ int main(int argc, char** argv) {
       // (moved: the tensors of x's size the op reads and writes; 2 for x and y.)
       auto report = [&](const char* name, const std::function<Tensor<2>()>& kernel,
                         const std::function<Tensor<2>()>& composed, double moved = 2) {
-        const double bytes = moved * static_cast<double>(rows * cols) * size;
+        const double bytes = moved * elements * size;
         const double c = copy_seconds(o, static_cast<std::size_t>(bytes));
         std::size_t i = 0;
         const double s = seconds_per_call(

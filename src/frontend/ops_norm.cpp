@@ -1,6 +1,7 @@
-// layer_norm and rms_norm over the last dim, and the one front-end path to Backend::rows (which
-// softmax and log_softmax over the last dim take too, src/frontend/ops_reduce.cpp): the checks,
-// a copy of x where it is not a sequence of rows, the outputs, one backend call.
+// layer_norm and rms_norm (and their add_ forms) over the last dim, one checked path for the four,
+// and the one front-end path to Backend::rows (which softmax and log_softmax over the last dim
+// take too, src/frontend/ops_reduce.cpp): the checks, a copy of x where it is not a sequence of
+// rows, the outputs, one backend call.
 #include <fmt/format.h>
 
 #include "frontend/ops_common.hpp"
@@ -87,21 +88,6 @@ NormResult run_rows(RowOp op, const Handle& x_in, const Handle& weight, const Ha
   return r;
 }
 
-// The norms are on autocast's f32 list: under a guard x, weight and bias are cast up to f32 when
-// half, so the statistics, the result (unless y_dtype asks for a half type) and weight's gradient
-// are f32.
-NormResult layer_norm(const Handle& x_in, const Handle& weight_in, const Handle& bias_in,
-                      double eps, std::optional<DType> y_dtype) {
-  const Handle x = autocast_f32(x_in);
-  const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
-  const Handle bias = bias_in ? autocast_f32(bias_in) : bias_in;
-  check_input("layer_norm", x, eps);
-  check_affine("layer_norm", "weight", weight, x);
-  check_affine("layer_norm", "bias", bias, x);
-  check_y_dtype("layer_norm", x, y_dtype);
-  return run_rows(RowOp::layer_norm, x, weight, bias, eps, y_dtype);
-}
-
 namespace {
 
 // The residual beside x (after autocast): x's device and shape, x's dtype or a half type for an
@@ -120,40 +106,44 @@ void check_residual(const char* op, const Handle& r, const Handle& x) {
   }
 }
 
-}  // namespace
-
-NormResult add_layer_norm(const Handle& x_in, const Handle& residual, const Handle& weight_in,
-                          const Handle& bias_in, double eps, std::optional<DType> y_dtype) {
+// Every norm's front end, `name` the op's public name: the norms are on autocast's f32 list, so
+// under a guard x, weight and bias are cast up to f32 when half (the statistics, the result unless
+// y_dtype asks for a half type, and weight's gradient are f32); the residual, where there is one,
+// stays as it is. weight, bias and residual may be null.
+NormResult checked_norm(const char* name, RowOp op, const Handle& x_in, const Handle& residual,
+                        const Handle& weight_in, const Handle& bias_in, double eps,
+                        std::optional<DType> y_dtype) {
   const Handle x = autocast_f32(x_in);
   const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
   const Handle bias = bias_in ? autocast_f32(bias_in) : bias_in;
-  check_input("add_layer_norm", x, eps);
-  check_residual("add_layer_norm", residual, x);
-  check_affine("add_layer_norm", "weight", weight, x);
-  check_affine("add_layer_norm", "bias", bias, x);
-  check_y_dtype("add_layer_norm", x, y_dtype);
-  return run_rows(RowOp::layer_norm, x, weight, bias, eps, y_dtype, residual);
+  check_input(name, x, eps);
+  if (residual) check_residual(name, residual, x);
+  check_affine(name, "weight", weight, x);
+  check_affine(name, "bias", bias, x);
+  check_y_dtype(name, x, y_dtype);
+  return run_rows(op, x, weight, bias, eps, y_dtype, residual);
 }
 
-NormResult add_rms_norm(const Handle& x_in, const Handle& residual, const Handle& weight_in,
-                        double eps, std::optional<DType> y_dtype) {
-  const Handle x = autocast_f32(x_in);
-  const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
-  check_input("add_rms_norm", x, eps);
-  check_residual("add_rms_norm", residual, x);
-  check_affine("add_rms_norm", "weight", weight, x);
-  check_y_dtype("add_rms_norm", x, y_dtype);
-  return run_rows(RowOp::rms_norm, x, weight, Handle{}, eps, y_dtype, residual);
+}  // namespace
+
+NormResult layer_norm(const Handle& x, const Handle& weight, const Handle& bias, double eps,
+                      std::optional<DType> y_dtype) {
+  return checked_norm("layer_norm", RowOp::layer_norm, x, Handle{}, weight, bias, eps, y_dtype);
 }
 
-NormResult rms_norm(const Handle& x_in, const Handle& weight_in, double eps,
+NormResult rms_norm(const Handle& x, const Handle& weight, double eps,
                     std::optional<DType> y_dtype) {
-  const Handle x = autocast_f32(x_in);
-  const Handle weight = weight_in ? autocast_f32(weight_in) : weight_in;
-  check_input("rms_norm", x, eps);
-  check_affine("rms_norm", "weight", weight, x);
-  check_y_dtype("rms_norm", x, y_dtype);
-  return run_rows(RowOp::rms_norm, x, weight, Handle{}, eps, y_dtype);
+  return checked_norm("rms_norm", RowOp::rms_norm, x, Handle{}, weight, Handle{}, eps, y_dtype);
+}
+
+NormResult add_layer_norm(const Handle& x, const Handle& residual, const Handle& weight,
+                          const Handle& bias, double eps, std::optional<DType> y_dtype) {
+  return checked_norm("add_layer_norm", RowOp::layer_norm, x, residual, weight, bias, eps, y_dtype);
+}
+
+NormResult add_rms_norm(const Handle& x, const Handle& residual, const Handle& weight, double eps,
+                        std::optional<DType> y_dtype) {
+  return checked_norm("add_rms_norm", RowOp::rms_norm, x, residual, weight, Handle{}, eps, y_dtype);
 }
 
 }  // namespace kiln::detail

@@ -28,7 +28,8 @@
 # (only its tests), harness (a bundled kernel harness), ncuattn (Nsight Compute on the attention
 # kernels and PyTorch's flash ones), addnorm (add_layer_norm's tests, speed and the GPT-2 step),
 # exitattn (kiln_attention_ops three times, for a crash at exit), rowops (row ops and
-# cross-entropy beside PyTorch's), changed (the row, norm, attention and GPT-2 tests alone).
+# cross-entropy beside PyTorch's), changed (the row, norm, attention and GPT-2 tests alone), cudnn
+# (cuDNN's attention: tests, memcheck, speed on and off beside PyTorch's SDPA and torch.compile).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -62,6 +63,15 @@ changed_tests() {
     >"$OUT/changed_tests.log" 2>&1
   grep -E "^\[  FAILED|PASSED|Failure" "$OUT/changed_tests.log" | head -20
 }
+# The tests that match $2 (their summary), then memcheck on those that match $3; the logs are
+# $OUT/$1_tests.log and $OUT/$1_memcheck.log.
+tests_and_memcheck() {
+  t timeout 150 .device/run kiln_tests --gtest_filter="$2" >"$OUT/$1_tests.log" 2>&1
+  grep -E "^\[  FAILED|PASSED|SKIPPED|Failure" "$OUT/$1_tests.log" | head -20
+  t timeout 120 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
+    --error-exitcode 1 .device/bin/kiln_tests --gtest_filter="$3" >"$OUT/$1_memcheck.log" 2>&1
+  grep -E "Invalid|ERROR SUMMARY|at 0x|by thread" "$OUT/$1_memcheck.log" | head -12
+}
 # NCCL for kiln::dist, which loads it at run time: the toolkit's, else PyTorch's wheel's.
 if [ -z "${KILN_NCCL_LIBRARY:-}" ]; then
   for f in /usr/local/cuda/lib64/libnccl.so.2 $(python3 -c 'import nvidia.nccl, os
@@ -72,6 +82,20 @@ print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/de
     fi
   done
 fi
+# cuDNN for bf16/f16 attention, which kiln loads at run time: the toolkit's, else PyTorch's wheel's
+# (whose libcudnn.so.9 opens its engine libraries beside it through the loader path).
+if [ -z "${KILN_CUDNN_LIBRARY:-}" ]; then
+  for f in /usr/local/cuda/lib64/libcudnn.so.9 /usr/local/cuda/lib/libcudnn.so.9 \
+    $(python3 -c 'import nvidia.cudnn, os
+print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null); do
+    if [ -e "$f" ]; then
+      export KILN_CUDNN_LIBRARY=$f
+      export LD_LIBRARY_PATH="$(dirname "$f")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      break
+    fi
+  done
+fi
+echo "cuDNN: ${KILN_CUDNN_LIBRARY:-not found}"
 # NVLink multicast must stay off on the lent machines (one H100 had the variable unset,
 # 2026-12-07): set it here for every rank and peer this script starts.
 echo "NCCL: ${KILN_NCCL_LIBRARY:-not found} (NCCL_NVLS_ENABLE was ${NCCL_NVLS_ENABLE:-unset})"
@@ -211,16 +235,22 @@ for section in "$@"; do
     t timeout 90 python3 .device/peers/torch_attention.py
     t timeout 150 .device/run kiln bench --train --device cuda --runs 10
     ;;
+  cudnn)
+    # cuDNN's attention: the attention tests (kiln's kernels and cuDNN's) with memcheck, the op
+    # beside PyTorch's SDPA, and the bf16 GPT-2 step with cuDNN on and off beside torch.compile.
+    tests_and_memcheck cudnn '*Attention*:*Gpt2*:CliTest.Doctor*' 'CudaAttention.Cudnn*'
+    t timeout 30 .device/run kiln info | grep -iE "cudnn|gpu"
+    t timeout 90 .device/run kiln_attention_ops
+    KILN_CUDNN=0 t timeout 90 .device/run kiln_attention_ops
+    t timeout 90 python3 .device/peers/torch_attention.py
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
+    KILN_CUDNN=0 t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
+    t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16 --compile
+    ;;
   attn)
     # A change to the attention kernels, in one short call: their tests and both sanitizers,
     # then their speed beside PyTorch's SDPA and the GPT-2 step with them.
-    t timeout 150 .device/run kiln_tests --gtest_filter='*Attention*:CudaMemory*' \
-      >"$OUT/attn_tests.log" 2>&1
-    grep -E "^\[  FAILED|PASSED|Failure" "$OUT/attn_tests.log" | head -20
-    t timeout 90 .device/run compute-sanitizer --tool memcheck --report-api-errors no \
-      --error-exitcode 1 .device/bin/kiln_tests --gtest_filter='CudaAttention*' \
-      >"$OUT/memcheck.log" 2>&1
-    grep -E "Invalid|ERROR SUMMARY|at 0x|by thread" "$OUT/memcheck.log" | head -12
+    tests_and_memcheck attn '*Attention*:CudaMemory*' 'CudaAttention*'
     t timeout 60 .device/run compute-sanitizer --tool racecheck --error-exitcode 1 \
       .device/bin/kiln_tests --gtest_filter='CudaAttention*' 2>&1 | tail -3
     t timeout 90 .device/run kiln_attention_ops

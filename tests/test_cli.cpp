@@ -335,7 +335,8 @@ TEST_F(CliTest, TuneMatmulFillsTheStoreOnTheGpu) {
 // ---- kiln doctor ----
 
 constexpr bool kEveryFeatureCompiled = KILN_WITH_FUSION && KILN_WITH_AUTOTUNE &&
-                                       KILN_WITH_PERSISTENCE && KILN_WITH_THREADS && KILN_WITH_SIMD;
+                                       KILN_WITH_PERSISTENCE && KILN_WITH_THREADS &&
+                                       KILN_WITH_SIMD && (KILN_WITH_CUDNN || !KILN_WITH_CUDA);
 constexpr bool kNoFeatureCompiled = !KILN_WITH_FUSION && !KILN_WITH_AUTOTUNE &&
                                     !KILN_WITH_PERSISTENCE && !KILN_WITH_THREADS && !KILN_WITH_SIMD;
 
@@ -484,7 +485,8 @@ TEST_F(CliTest, DoctorJsonIsOneObject) {
 
 // Every run-time switch refuses a value it does not know, listing the valid ones.
 TEST_F(CliTest, UnknownSwitchValuesAreErrorsThatListTheValidOnes) {
-  for (const char* var : {"KILN_FUSION", "KILN_AUTOTUNE", "KILN_PERSISTENCE", "KILN_SIMD"}) {
+  for (const char* var :
+       {"KILN_FUSION", "KILN_AUTOTUNE", "KILN_PERSISTENCE", "KILN_SIMD", "KILN_CUDNN"}) {
     const Outcome r = kiln({"doctor"}, {std::string(var) + "=maybe"});
     EXPECT_EQ(r.status, 2) << r;
     EXPECT_TRUE(has(r.err, std::string(var) + "=maybe: expected one of 0, 1, off, on")) << r;

@@ -56,6 +56,7 @@ Expected expected_configurations() {
   feature("persistence", KILN_WITH_PERSISTENCE);
   feature("threads", KILN_WITH_THREADS);
   feature("simd", KILN_WITH_SIMD);
+  feature("cudnn", KILN_WITH_CUDNN);
   (compiled > 0 ? e.run : e.skipped).emplace_back("all off");
   return e;
 }

@@ -106,8 +106,11 @@ void row(const Options& o, DType dtype, std::int64_t heads, std::int64_t d) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   kiln::set_float32_matmul_precision(kiln::Precision::high);
-  std::printf("name = %s, min over %d runs of the mean of %d calls\n",
-              o.device.backend_name().c_str(), o.runs, o.batch);
+  std::string cudnn = "not built";  // bf16 runs on cuDNN's attention when on (and libcudnn loads)
+  for (const kiln::FeatureState& f : kiln::features())
+    if (f.name == "cudnn") cudnn = f.why;
+  std::printf("name = %s, cudnn %s, min over %d runs of the mean of %d calls\n",
+              o.device.backend_name().c_str(), cudnn.c_str(), o.runs, o.batch);
   for (const DType dtype : {DType::bf16, DType::f32}) {
     row(o, dtype, 12, 64);
     row(o, dtype, 6, 128);

@@ -2,15 +2,18 @@
 """Scaled dot-product attention in PyTorch: bench/models/attention_ops.cpp's table, same shapes
 (B=16, H=12, T=1024, D=64 and H=6, D=128, causal), same dtypes (bf16, f32 with TF32), same counts
 (forward 4 B H T^2 D / 2, backward 2.5 times that): F.scaled_dot_product_attention with the
-backend PyTorch picks (flash for bf16, memory-efficient for f32) beside the written-out attention.
+backend PyTorch picks (cuDNN's on Hopper for bf16, memory-efficient for f32), for bf16 also each of
+PyTorch's flash (FlashAttention-2) and cuDNN backends by name, beside the written-out attention.
 
   python3 bench/peers/torch_attention.py [--runs 5] [--batch 5] [--seq 1024]
 """
 import argparse
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from peer_timing import seconds_per_call
 
@@ -30,11 +33,19 @@ def row(args, dtype, heads, d):
     flop = 4.0 * b * heads * t * t * d / 2
     name = f"attention causal {b}x{heads}x{t}x{d} {str(dtype).replace('torch.', '')}" + (
         " tf32" if dtype == torch.float32 else "")
-    for label, fn in (("sdpa", lambda a, c, e: F.scaled_dot_product_attention(a, c, e, is_causal=True)),
-                      ("written", written)):
-        f = seconds_per_call(args, lambda: fn(q, k, v))
-        ql, kl, vl = (x.detach().requires_grad_(True) for x in (q, k, v))
-        fb = seconds_per_call(args, lambda: fn(ql, kl, vl).backward(g))
+    def sdpa(a, c, e):
+        return F.scaled_dot_product_attention(a, c, e, is_causal=True)
+
+    forms = [("sdpa", sdpa, None)]
+    if dtype == torch.bfloat16:
+        forms += [("sdpa flash", sdpa, SDPBackend.FLASH_ATTENTION),
+                  ("sdpa cudnn", sdpa, SDPBackend.CUDNN_ATTENTION)]
+    forms.append(("written", written, None))
+    for label, fn, backend in forms:
+        with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+            f = seconds_per_call(args, lambda: fn(q, k, v))
+            ql, kl, vl = (x.detach().requires_grad_(True) for x in (q, k, v))
+            fb = seconds_per_call(args, lambda: fn(ql, kl, vl).backward(g))
         print(f"{name} torch {label}: forward {f * 1e3:.3f} ms ({flop / f * 1e-12:.1f} TFLOP/s), "
               f"forward+backward {fb * 1e3:.3f} ms ({3.5 * flop / fb * 1e-12:.1f} TFLOP/s)")
 
@@ -47,7 +58,7 @@ def main():
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     print(f"name = torch {torch.__version__} cuda, min over {args.runs} runs of the mean of "
-          f"{args.batch} calls")
+          f"{args.batch} calls, cuDNN {torch.backends.cudnn.version()}")
     for dtype in (torch.bfloat16, torch.float32):
         row(args, dtype, 12, 64)
         row(args, dtype, 6, 128)

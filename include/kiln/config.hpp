@@ -4,7 +4,8 @@
 // KILN_SIMD=avx2 (a Highway target this CPU supports, lower case) caps SIMD at that target,
 // KILN_THREADS=0 runs one CPU thread, KILN_THREADS=N caps the pool at N threads, KILN_FUSION=0
 // runs every op eagerly, KILN_PERSISTENCE=0 keeps tuned choices and compiled kernels in memory,
-// KILN_AUTOTUNE=0 gives matmul the cuBLASLt heuristic's first choice without timing anything.
+// KILN_AUTOTUNE=0 gives matmul the cuBLASLt heuristic's first choice without timing anything,
+// KILN_CUDNN=0 runs bf16/f16 attention on kiln's own kernels instead of cuDNN's.
 #pragma once
 
 #include <string>
@@ -22,6 +23,9 @@ struct Config {
   // Matmul autotune (if compiled in, docs/autotune.md); false: the cuBLASLt heuristic's first
   // choice, no timing, no tuning cost.
   bool autotune = true;
+  // cuDNN's fused attention for bf16/f16 on CUDA (if compiled in and libcudnn loads,
+  // docs/ops.md); false: kiln's own attention kernels run every dtype.
+  bool cudnn = true;
   // With simd on: the best Highway target to use ("avx2", "sse4"; `kiln doctor` lists this CPU's),
   // as if the CPU had nothing better; empty: the best this CPU supports.
   std::string simd_target{};

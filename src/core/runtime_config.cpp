@@ -25,6 +25,7 @@ constexpr bool kFusionCompiled = KILN_WITH_FUSION;
 constexpr bool kPersistenceCompiled = KILN_WITH_PERSISTENCE;
 constexpr bool kAutotuneCompiled = KILN_WITH_AUTOTUNE;
 constexpr bool kAutodiffCompiled = KILN_WITH_AUTODIFF;
+constexpr bool kCudnnCompiled = KILN_WITH_CUDNN;
 
 // Where the value in force came from, for features().
 struct Source {
@@ -33,6 +34,7 @@ struct Source {
   bool fusion_from_env = false;
   bool persistence_from_env = false;
   bool autotune_from_env = false;
+  bool cudnn_from_env = false;
 };
 
 // Parses "0"/"1"/"off"/"on" style switches; anything else is an error listing the valid ones.
@@ -81,6 +83,7 @@ struct State {
   std::atomic<bool> fusion{true};
   std::atomic<bool> persistence{true};
   std::atomic<bool> autotune{true};
+  std::atomic<bool> cudnn{true};
   std::string capped_at;  // the SIMD cap applied to Highway's dispatch ("": none)
 
   State() {
@@ -104,6 +107,10 @@ struct State {
       cfg.autotune = parse_switch("KILN_AUTOTUNE", v);
       src.autotune_from_env = true;
     }
+    if (const char* v = std::getenv("KILN_CUDNN")) {
+      cfg.cudnn = parse_switch("KILN_CUDNN", v);
+      src.cudnn_from_env = true;
+    }
     detail::check_log_env();  // (read where it is used; checked here, with the other switches)
     publish();
   }
@@ -119,6 +126,7 @@ struct State {
     fusion = kFusionCompiled && cfg.fusion;
     persistence = kPersistenceCompiled && cfg.persistence;
     autotune = kAutotuneCompiled && cfg.autotune;
+    cudnn = kCudnnCompiled && cfg.cudnn;
   }
 };
 
@@ -199,6 +207,11 @@ std::vector<FeatureState> detail::switch_states() {
       "KILN_PERSISTENCE=0", "built with -DKILN_PERSISTENCE=OFF");
   add("autotune", kAutotuneCompiled, s.cfg.autotune, s.src.autotune_from_env, "KILN_AUTOTUNE=0",
       "built with -DKILN_AUTOTUNE=OFF");
+  // Live says kiln may call cuDNN; whether libcudnn loads is the CUDA backend's to say (kiln info's
+  // "cudnn" line, kiln doctor). A build without CUDA has no such feature to lose.
+  if (KILN_WITH_CUDA)
+    add("cudnn", kCudnnCompiled, s.cfg.cudnn, s.src.cudnn_from_env, "KILN_CUDNN=0",
+        "built with -DKILN_CUDNN=OFF");
   // No run-time switch: a tensor that needs no gradient records nothing (NoGradGuard per scope).
   out.push_back({"autodiff", kAutodiffCompiled, kAutodiffCompiled,
                  kAutodiffCompiled ? "on: records ops on tensors that need a gradient"
@@ -258,6 +271,7 @@ bool simd_live() { return state().simd.load(std::memory_order_relaxed); }
 int thread_limit() { return state().threads.load(std::memory_order_relaxed); }
 bool fusion_live() { return state().fusion.load(std::memory_order_relaxed); }
 bool autotune_live() { return state().autotune.load(std::memory_order_relaxed); }
+bool cudnn_live() { return state().cudnn.load(std::memory_order_relaxed); }
 bool persistence_live() { return state().persistence.load(std::memory_order_relaxed); }
 void set_before_fusion_switch(void (*flush)()) { before_fusion_switch.store(flush); }
 }  // namespace detail

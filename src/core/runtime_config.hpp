@@ -19,6 +19,8 @@ int thread_limit();
 bool fusion_live();
 // Matmul autotune compiled in and switched on.
 bool autotune_live();
+// cuDNN's attention compiled in and switched on (libcudnn may still be absent).
+bool cudnn_live();
 // The persistent store compiled in and switched on.
 bool persistence_live();
 

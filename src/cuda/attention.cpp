@@ -1,4 +1,5 @@
-// The CUDA backend's attention (Backend::attention): kernels/attention.cuh, one block of 128
+// The CUDA backend's attention (Backend::attention): cuDNN's fused attention for bf16 and f16
+// where it runs the problem (cudnn_attention.hpp), else kernels/attention.cuh, one block of 128
 // threads per 64 queries of one (b, h), queued on the device's stream with no host sync.
 //
 // What it runs: head dims D that are multiples of 16 up to 128 (one kernel per dtype and D,
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "cuda/cuda_ops.hpp"
+#include "cuda/cudnn_attention.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/kernel_args.hpp"
 #include "cuda/kernel_launch.hpp"
@@ -118,6 +120,7 @@ const std::string& attention_source(DType t, int d, bool backward) {
 bool attention(Context& ctx, const TensorImpl& q, const TensorImpl& k, const TensorImpl& v,
                const detail::AttentionParams& params, const TensorImpl& o, const TensorImpl* lse) {
   detail::check_attention_call(q, k, v, params, o, lse);
+  if (cudnn_attention(ctx, q, k, v, params, o, lse)) return true;
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
   if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;
@@ -150,6 +153,7 @@ bool attention_backward(Context& ctx, const TensorImpl& q, const TensorImpl& k, 
                         const detail::AttentionParams& params, const TensorImpl& dq,
                         const TensorImpl& dk, const TensorImpl& dv) {
   detail::check_attention_backward_call(q, k, v, o, dout, lse, params, dq, dk, dv);
+  if (cudnn_attention_backward(ctx, q, k, v, o, dout, lse, params, dq, dk, dv)) return true;
   const std::int64_t b = q.shape[0], h = q.shape[1], tq = q.shape[2], tk = k.shape[2],
                      d = q.shape[3];
   if (!attention_kernel_available(q.dtype, d) || ctx.cc_major < 8) return false;

@@ -4,6 +4,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/cuda_ops.hpp"
+#include "cuda/cudnn_library.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/kernel_profile.hpp"
 #include "cuda/matmul/cublaslt_state.hpp"
@@ -144,6 +145,7 @@ std::vector<detail::BackendFeature> CudaBackend::features() const {
       {"nvrtc", nvrtc_version()},
       {"cublasLt", cublas_version()},
       {"nccl", nccl_status()},
+      {"cudnn", cudnn_status()},
       {"index accumulation",
        kiln::deterministic() ? "deterministic (index order per destination)" : "atomics"},
   };

@@ -46,7 +46,8 @@ CpuReport cpu_report();
 struct CudaReport {
   bool built = false;                          // the CUDA backend is compiled in
   std::string runtime, driver, nvrtc, cublas;  // "13.0", ...; cuBLASLt's "13.1.0"; empty unbuilt
-  std::string nccl;  // "2.28.9 (libnccl.so.2)" or "absent: <why>" (kiln::dist's transport)
+  std::string nccl;   // "2.28.9 (libnccl.so.2)" or "absent: <why>" (kiln::dist's transport)
+  std::string cudnn;  // "9.19.0 (libcudnn.so.9)", "absent: <why>" or "off: <why>" (attention)
 };
 
 CudaReport cuda_report();

@@ -11,6 +11,7 @@
 #endif
 #if KILN_WITH_CUDA
 #include "cuda/context.hpp"
+#include "cuda/cudnn_library.hpp"
 #include "cuda/nccl_library.hpp"
 #endif
 
@@ -42,6 +43,7 @@ CudaReport cuda_report() {
   r.nvrtc = cuda::nvrtc_version();
   r.cublas = cuda::cublas_version();
   r.nccl = cuda::nccl_status();
+  r.cudnn = cuda::cudnn_status();
 #endif
   return r;
 }

@@ -44,11 +44,9 @@ struct Switch {
   const char* feature;
   const char* variable;
 };
-constexpr Switch kSwitches[] = {{"fusion", "KILN_FUSION"},
-                                {"autotune", "KILN_AUTOTUNE"},
-                                {"persistence", "KILN_PERSISTENCE"},
-                                {"threads", "KILN_THREADS"},
-                                {"simd", "KILN_SIMD"}};
+constexpr Switch kSwitches[] = {
+    {"fusion", "KILN_FUSION"},   {"autotune", "KILN_AUTOTUNE"}, {"persistence", "KILN_PERSISTENCE"},
+    {"threads", "KILN_THREADS"}, {"simd", "KILN_SIMD"},         {"cudnn", "KILN_CUDNN"}};
 constexpr const char* kCacheDir = "KILN_CACHE_DIR";
 
 struct Configuration {

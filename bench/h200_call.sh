@@ -243,6 +243,8 @@ for section in "$@"; do
     t timeout 90 .device/run kiln_attention_ops
     KILN_CUDNN=0 t timeout 90 .device/run kiln_attention_ops
     t timeout 90 python3 .device/peers/torch_attention.py
+    # (twice: the second process's first step reads cuDNN's plans from the store)
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
     t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
     KILN_CUDNN=0 t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
     t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16 --compile

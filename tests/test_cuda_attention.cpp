@@ -13,6 +13,9 @@
 #include "cuda/cudnn_attention.hpp"
 #include "cuda/cudnn_library.hpp"
 #include "dispatch/registry.hpp"
+#if KILN_WITH_PERSISTENCE
+#include "store/store.hpp"
+#endif
 #include "require_cuda.hpp"
 #include "test_support.hpp"
 
@@ -203,6 +206,18 @@ TEST(CudaAttention, CudnnForwardAndBackwardAgainstFloat64) {
   run_all();
   // At least GPT-2's kind of problem (bf16/f16, D = 64, causal or not, forward and backward).
   EXPECT_GE(kiln::cuda::cudnn_attention_runs() - before, 8) << "cuDNN ran almost nothing";
+#if KILN_WITH_PERSISTENCE
+  // Its plans are in the store for the next process (the kernels table).
+  if (kiln::store::Store* s = kiln::store::process_store()) {
+    int forward = 0, backward = 0;
+    for (const auto& e : s->list(kiln::store::Table::kernels)) {
+      forward += e.name == "cuDNN attention plan";
+      backward += e.name == "cuDNN attention backward plan";
+    }
+    EXPECT_GT(forward, 0);
+    EXPECT_GT(backward, 0);
+  }
+#endif
 }
 
 // With kiln::set_deterministic(true), cuDNN's backward is its deterministic one: two runs give the

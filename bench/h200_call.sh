@@ -29,7 +29,8 @@
 # kernels and PyTorch's flash ones), addnorm (add_layer_norm's tests, speed and the GPT-2 step),
 # exitattn (kiln_attention_ops three times, for a crash at exit), rowops (row ops and
 # cross-entropy beside PyTorch's), changed (the row, norm, attention and GPT-2 tests alone), cudnn
-# (cuDNN's attention: tests, memcheck, speed on and off beside PyTorch's SDPA and torch.compile).
+# (cuDNN's attention: tests, memcheck, speed on and off beside PyTorch's SDPA and torch.compile),
+# block (the GPT-2 block forward with issue 19's ops beside torch.compile).
 cd "$(dirname "$0")/../.."
 t() {
   local s
@@ -234,6 +235,19 @@ for section in "$@"; do
     t timeout 90 .device/run kiln_attention_ops
     t timeout 90 python3 .device/peers/torch_attention.py
     t timeout 150 .device/run kiln bench --train --device cuda --runs 10
+    ;;
+  block)
+    # Issue 19: the GPT-2 block forward with the new ops (nn::GPT2Block: layer_norm, the fused
+    # attention, linear with epilogues), TF32 and bf16 autocast, beside PyTorch eager and
+    # torch.compile with SDPA; the block written with basic ops last.
+    t timeout 60 .device/run kiln_gpt2_block --ops module --runs 20
+    t timeout 60 .device/run kiln_gpt2_block --ops module --autocast bf16 --runs 20
+    t timeout 60 .device/run kiln_gpt2_block --runs 20
+    for args in "--flash" "--flash --compile" "--flash --autocast bf16" \
+      "--flash --compile --autocast bf16"; do
+      # shellcheck disable=SC2086
+      t timeout 150 python3 .device/peers/torch_gpt2_block.py $args
+    done
     ;;
   cudnn)
     # cuDNN's attention: the attention tests (kiln's kernels and cuDNN's) with memcheck, the op

@@ -1,10 +1,14 @@
 // One GPT-2 small block forward (pre-norm: layer norm, causal self-attention, residual, layer
-// norm, GELU MLP, residual), written with kiln's public ops only, as a user would write it today.
-// It measures what a user's first process pays: the first forward of a fresh process (on an empty
-// or a warm store, whichever KILN_CACHE_DIR points at), then the steady state.
+// norm, GELU MLP, residual). `--ops written` (the default): written with kiln's element-wise,
+// reduction and matmul ops only, attention as matmul + mask + softmax + matmul, as a user would
+// write it from the basic ops; `--ops module`: kiln::nn::GPT2Block, which runs layer_norm, the
+// fused attention and linear with its epilogues (issue 19's ops), under no_grad, and with
+// `--autocast bf16` as a bf16 autocast model runs it. It measures what a user's first process
+// pays: the first forward of a fresh process (on an empty or a warm store, whichever
+// KILN_CACHE_DIR points at), then the steady state.
 //
 //   kiln_gpt2_block [--device cuda|cpu] [--batch 16] [--seq 1024] [--runs 20]
-//                   [--precision high|highest]
+//                   [--precision high|highest] [--ops written|module] [--autocast none|bf16]
 //
 // Prints, in kiln bench's form: the process's start to its weights made, the first forward (its
 // result synchronised), and min / median of the next runs. bench/peers/torch_gpt2_block.py is
@@ -16,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <kiln/kiln.hpp>
+#include <kiln/nn/gpt2.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +40,8 @@ struct Options {
   std::int64_t batch = 16, seq = 1024;
   int runs = 20;
   kiln::Precision precision = kiln::Precision::high;
+  bool module = false;                  // --ops module
+  std::optional<kiln::DType> autocast;  // --autocast bf16
 };
 
 struct Weights {
@@ -133,12 +141,21 @@ Options parse(int argc, char** argv) {
       if (std::strcmp(v, "high") != 0 && std::strcmp(v, "highest") != 0)
         throw std::invalid_argument("--precision: high or highest");
       o.precision = std::strcmp(v, "high") == 0 ? kiln::Precision::high : kiln::Precision::highest;
+    } else if (a == "--ops") {
+      if (std::strcmp(v, "written") != 0 && std::strcmp(v, "module") != 0)
+        throw std::invalid_argument("--ops: written or module");
+      o.module = std::strcmp(v, "module") == 0;
+    } else if (a == "--autocast") {
+      if (std::strcmp(v, "none") != 0 && std::strcmp(v, "bf16") != 0)
+        throw std::invalid_argument("--autocast: none or bf16");
+      if (std::strcmp(v, "bf16") == 0) o.autocast = kiln::DType::bf16;
     } else {
       throw std::invalid_argument("unknown argument " + a);
     }
   }
   if (o.batch < 1 || o.seq < 1 || o.runs < 0)
     throw std::invalid_argument("--batch and --seq must be positive, --runs not negative");
+  if (o.autocast && !o.module) throw std::invalid_argument("--autocast bf16 needs --ops module");
   return o;
 }
 
@@ -147,20 +164,35 @@ Options parse(int argc, char** argv) {
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   kiln::set_float32_matmul_precision(o.precision);
-  const Weights w = make_weights(o);
+  const Weights w = o.module ? Weights{} : make_weights(o);
+  kiln::nn::GPT2Config config;
+  config.block_size = o.seq;
+  kiln::nn::GPT2Block module(config);  // (nanoGPT's initialisation; its weights are f32)
+  if (o.module) module.to(o.device);
   const auto x =
       kiln::Tensor<2>::random({o.batch * o.seq, kEmbed}, kiln::Distribution::normal(), o.device, 5);
   o.device.sync();
   const double setup = seconds_since(process_start);
-  std::printf("name = %s, gpt2 block B=%lld T=%lld %s\n", o.device.backend_name().c_str(),
+  std::printf("name = %s, gpt2 block B=%lld T=%lld %s, %s\n", o.device.backend_name().c_str(),
               static_cast<long long>(o.batch), static_cast<long long>(o.seq),
-              o.precision == kiln::Precision::high ? "tf32" : "strict fp32");
+              o.autocast                             ? "bf16 autocast"
+              : o.precision == kiln::Precision::high ? "tf32"
+                                                     : "strict fp32",
+              o.module ? "nn::GPT2Block (layer_norm, fused attention, linear epilogues)"
+                       : "written with basic ops");
   std::printf("process start to weights made: %s\n", fmt(setup).c_str());
 
   auto forward = [&] {
     const auto t = Clock::now();
-    const auto y = block(x, w, o);
-    o.device.sync();  // runs every queued op, y's included
+    if (o.module) {
+      const kiln::NoGradGuard no_grad;
+      const kiln::Autocast cast(o.autocast);
+      const auto y = module(x.reshape({o.batch, o.seq, kEmbed}));
+      o.device.sync();
+    } else {
+      const auto y = block(x, w, o);
+      o.device.sync();  // runs every queued op, y's included
+    }
     return seconds_since(t);
   };
   const double first = forward();

@@ -4,17 +4,19 @@ forward (pre-norm, causal attention written as matmul + mask + softmax + matmul,
 same shapes and the same timing, in a fresh process.
 
   torch_gpt2_block.py [--device cuda|cpu] [--batch 16] [--seq 1024] [--runs 20]
-                      [--precision high|highest] [--compile] [--flash]
+                      [--precision high|highest] [--compile] [--flash] [--autocast bf16]
 
 Prints the process start (this script's first line) to the weights made, the first forward (its
 result synchronised), and min / median of the next runs, in kiln bench's form. --compile times
-torch.compile (its default mode) instead of eager; --flash uses F.scaled_dot_product_attention instead of the written-out attention.
+torch.compile (its default mode) instead of eager; --flash uses F.scaled_dot_product_attention instead of the written-out attention;
+--autocast bf16 runs it under torch.autocast(bfloat16), as kiln_gpt2_block --ops module --autocast bf16.
 """
 import time
 
 START = time.perf_counter()
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import math  # noqa: E402
 
 import torch  # noqa: E402
@@ -71,6 +73,7 @@ def main():
     p.add_argument("--precision", default="high", choices=["high", "highest"])
     p.add_argument("--compile", action="store_true")
     p.add_argument("--flash", action="store_true")
+    p.add_argument("--autocast", default="none", choices=["none", "bf16"])
     a = p.parse_args()
     torch.set_float32_matmul_precision(a.precision)
     dev = torch.device(a.device)
@@ -80,7 +83,10 @@ def main():
     sync()
     setup = time.perf_counter() - START
     fn = torch.compile(block) if a.compile else block
-    kind = ("torch.compile" if a.compile else "eager") + (" flash" if a.flash else "")
+    kind = ("torch.compile" if a.compile else "eager") + (" flash" if a.flash else "") + (
+        " bf16 autocast" if a.autocast == "bf16" else "")
+    cast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if a.autocast == "bf16" else (
+        contextlib.nullcontext)
     name = torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"
     print(f"name = torch {torch.__version__} {kind} ({name}), gpt2 block B={a.batch} T={a.seq} "
           f"{'tf32' if a.precision == 'high' else 'strict fp32'}")
@@ -88,7 +94,7 @@ def main():
 
     def forward():
         t = time.perf_counter()
-        with torch.no_grad():
+        with torch.no_grad(), cast():
             fn(x, w, a.batch, a.seq, a.flash)
         sync()
         return time.perf_counter() - t

@@ -359,6 +359,26 @@ TEST_F(CliTest, DoctorReportsDevicesFeaturesStoreCpuAndCuda) {
   }
 }
 
+// cuDNN's line in the cuda section: the library kiln would load, why it cannot (a path that does
+// not exist; a finding only where a GPU would have used it), or that the switch has it off.
+TEST_F(CliTest, DoctorSaysWhetherCudnnLoadsAndWhy) {
+  if (!KILN_WITH_CUDA) GTEST_SKIP() << "built without CUDA";
+  const Outcome absent = kiln({"doctor"}, {"KILN_CUDNN_LIBRARY=/no/such/libcudnn.so.9"});
+  const Outcome off = kiln({"doctor"}, {"KILN_CUDNN=0"});
+  if (!KILN_WITH_CUDNN) {
+    EXPECT_TRUE(has(line_with(absent.out, "attention, loaded at run time"),
+                    "off: built with -DKILN_CUDNN=OFF"))
+        << absent;
+    return;
+  }
+  EXPECT_TRUE(has(line_with(absent.out, "attention, loaded at run time"),
+                  "absent: cannot load cuDNN (/no/such/libcudnn.so.9)"))
+      << absent;
+  EXPECT_EQ(has(absent.out, "[lost] cuDNN is absent"), cuda_present()) << absent;
+  EXPECT_TRUE(has(line_with(off.out, "attention, loaded at run time"), "off: switched off")) << off;
+  EXPECT_TRUE(has(off.out, "[off on purpose] cudnn is switched off (KILN_CUDNN=0")) << off;
+}
+
 // The acceptance test of issue 6: --strict passes on the release build, fails on the minimal one
 // (every performance feature compiled out), whose plain doctor still exits 0 because the minimal
 // preset acknowledges what it left out (KILN_QUIET_FEATURES).

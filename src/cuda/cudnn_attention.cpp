@@ -185,7 +185,9 @@ cudnnHandle_t handle(Context& ctx) {
 template <class Make>
 const Plan& plan(Context& ctx, const Key& key, cudnnHandle_t h, Make make) {
   static std::mutex mu;
-  static std::map<Key, Plan> plans;
+  // Never destroyed: cuDNN makes statics of its own while it builds a plan, after this map, so at
+  // exit they would go first and a plan's destructor would call into what is gone.
+  static auto& plans = *new std::map<Key, Plan>;
   const std::lock_guard lock(mu);
   auto [it, added] = plans.try_emplace(key);
   if (!added) return it->second;

@@ -186,6 +186,16 @@ class CudnnSwitch {
   kiln::Config saved_;
 };
 
+// kiln::set_deterministic(true) for one scope; the mode found is restored.
+class DeterministicFor {
+ public:
+  DeterministicFor() : saved_(kiln::deterministic()) { kiln::set_deterministic(true); }
+  ~DeterministicFor() { kiln::set_deterministic(saved_); }
+
+ private:
+  bool saved_;
+};
+
 // kiln's own kernels, every dtype.
 TEST(CudaAttention, ForwardAndBackwardAgainstFloat64) {
   KILN_REQUIRE_CUDA();
@@ -226,7 +236,7 @@ TEST(CudaAttention, CudnnDeterministicBackwardRepeats) {
   KILN_REQUIRE_CUDA();
   if (!KILN_WITH_CUDNN || !kiln::cuda::cudnn_library()) GTEST_SKIP() << "no cuDNN";
   const CudnnSwitch on(true);
-  kiln::set_deterministic(true);
+  const DeterministicFor scope;
   const auto dev = kiln::Device::cuda(0);
   const auto rnd = [&](std::uint64_t seed) {
     return Tensor<4>::random({2, 4, 512, 64}, kiln::Distribution::normal(0.0, 1.0), dev, seed)
@@ -250,7 +260,6 @@ TEST(CudaAttention, CudnnDeterministicBackwardRepeats) {
                                       Out(*dk.handle()), Out(*dv.handle())));
     dqs.push_back(dq.to(DType::f32).to(kiln::Device::cpu()).to_vector<float>());
   }
-  kiln::set_deterministic(false);
   EXPECT_EQ(kiln::cuda::cudnn_attention_runs() - before, 2);
   EXPECT_EQ(dqs[0], dqs[1]);
 }

@@ -165,10 +165,13 @@ int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   kiln::set_float32_matmul_precision(o.precision);
   const Weights w = o.module ? Weights{} : make_weights(o);
-  kiln::nn::GPT2Config config;
-  config.block_size = o.seq;
-  kiln::nn::GPT2Block module(config);  // (nanoGPT's initialisation; its weights are f32)
-  if (o.module) module.to(o.device);
+  std::optional<kiln::nn::GPT2Block> module;  // (nanoGPT's initialisation; its weights are f32)
+  if (o.module) {
+    kiln::nn::GPT2Config config;
+    config.block_size = o.seq;
+    module.emplace(config);
+    module->to(o.device);
+  }
   const auto x =
       kiln::Tensor<2>::random({o.batch * o.seq, kEmbed}, kiln::Distribution::normal(), o.device, 5);
   o.device.sync();
@@ -187,7 +190,7 @@ int main(int argc, char** argv) try {
     if (o.module) {
       const kiln::NoGradGuard no_grad;
       const kiln::Autocast cast(o.autocast);
-      const auto y = module(x.reshape({o.batch, o.seq, kEmbed}));
+      const auto y = (*module)(x.reshape({o.batch, o.seq, kEmbed}));
       o.device.sync();
     } else {
       const auto y = block(x, w, o);

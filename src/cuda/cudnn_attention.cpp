@@ -76,21 +76,16 @@ struct Plan {
   std::int64_t workspace = 0;
 };
 
-std::vector<std::int64_t> dims(const TensorImpl& t) { return {t.shape.begin(), t.shape.end()}; }
-std::vector<std::int64_t> steps(const TensorImpl& t) {
-  return {t.strides.begin(), t.strides.end()};
-}
-
 // The operand's uid is its place in the call, so an execute maps uids to the call's pointers.
 Attr tensor(Graph& g, std::int64_t uid, const TensorImpl& t) {
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(fmt::format("t{}", uid))
                       .set_uid(uid)
-                      .set_dim(dims(t))
-                      .set_stride(steps(t)));
+                      .set_dim(t.shape)
+                      .set_stride(t.strides));
 }
 void output(const Attr& a, std::int64_t uid, const TensorImpl& t) {
-  a->set_output(true).set_uid(uid).set_dim(dims(t)).set_stride(steps(t));
+  a->set_output(true).set_uid(uid).set_dim(t.shape).set_stride(t.strides);
 }
 // kiln's lse, f32 [B, H, Tq] contiguous, is cuDNN's Stats: [B, H, Tq, 1], natural log.
 std::vector<std::int64_t> stats_dims(const TensorImpl& q) {

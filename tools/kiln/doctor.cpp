@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -55,6 +56,13 @@ constexpr FeatureCost kCosts[] = {
      "bf16/f16 attention runs kiln's own kernels instead of cuDNN's: 1.4x slower at GPT-2 small's "
      "shape on the H100, its bf16 training step 7 % slower"},
 };
+
+// What losing the feature of that name costs (kCosts lists every one the doctor reports).
+const char* cost_of(std::string_view name) {
+  for (const FeatureCost& c : kCosts)
+    if (name == c.name) return c.cost;
+  throw kiln::InternalError("kCosts has no " + std::string(name));
+}
 
 // kiln::features(), asked once per report.
 using Features = std::vector<FeatureState>;
@@ -394,8 +402,6 @@ void print_json(const std::vector<DeviceInfo>& devs, const Features& features, c
   fmt::print("{}\n", out);
 }
 
-}  // namespace
-
 // cuDNN compiled in and switched on, a GPU present, and libcudnn that does not load: bf16/f16
 // attention quietly runs kiln's slower kernels. (No GPU: nothing would call it.)
 void cudnn_findings(const std::vector<DeviceInfo>& devs, const diagnostics::CudaReport& g,
@@ -404,12 +410,12 @@ void cudnn_findings(const std::vector<DeviceInfo>& devs, const diagnostics::Cuda
     return d.present && d.name.rfind("cuda:", 0) == 0;
   });
   if (!gpu || g.cudnn.rfind("absent: ", 0) != 0) return;
-  out.push_back({"cudnn", "cuDNN is absent (" + g.cudnn.substr(8) + ")",
-                 "bf16/f16 attention runs kiln's own kernels: 1.4x slower at GPT-2 small's shape "
-                 "on the H100, its bf16 training step 7 % slower",
+  out.push_back({"cudnn", "cuDNN is absent (" + g.cudnn.substr(8) + ")", cost_of("cudnn"),
                  "install cuDNN 9 where the loader finds libcudnn.so.9, or set KILN_CUDNN_LIBRARY",
                  true});
 }
+
+}  // namespace
 
 int run_doctor(const DoctorOptions& o) {
   const std::vector<DeviceInfo> devs = devices();

@@ -373,6 +373,19 @@ for section in "$@"; do
     t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16
     t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16 --compile
     ;;
+  train21)
+    # Issue 21's bf16 figures in one short call: kiln's step (the first on the store an earlier
+    # section filled), `kiln bench --train`, and torch.compile's step.
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
+    t timeout 200 .device/run kiln bench --train --device cuda --runs 10
+    t timeout 150 python3 .device/peers/gpt2_torch.py --steps 10 --dtype bf16 --compile
+    ;;
+  background)
+    # The background compiles and the exit (nvrtc_compiler's exit handler), then the CLI tests.
+    t timeout 150 .device/run kiln_tests \
+      --gtest_filter='CudaBackgroundCompile*:CudaPrecompile*:CudaCompile*:Cli*' >"$OUT/background.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|SKIPPED|Failure" "$OUT/background.log" | head -20
+    ;;
   gpt2bf16)
     # The bf16 step alone beside PyTorch eager's (a short call).
     t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <future>
@@ -88,6 +89,8 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+void stop_background_at_exit();  // (below Background)
+
 std::vector<char> compile(const std::string& source, const std::string& source_name,
                           const std::string& arch, bool background) {
   auto t0 = std::chrono::steady_clock::now();
@@ -98,6 +101,7 @@ std::vector<char> compile(const std::string& source, const std::string& source_n
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   nvrtcResult r = nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data());
+  stop_background_at_exit();  // after the statics this compile made (see Background)
   if (r != NVRTC_SUCCESS) {
     std::size_t n = 0;
     nvrtcGetProgramLogSize(prog.p, &n);
@@ -121,18 +125,19 @@ std::vector<char> compile(const std::string& source, const std::string& source_n
 
 // kiln's background compiles (compile_in_background): one thread working through a queue. Never
 // destroyed (a cached_kernel may ask it from a static destructor). Its thread is stopped at exit
-// by StopAtExit, a static made with the first job: static destructors run in the reverse order
-// of construction, so it runs before those of everything made earlier (the CUDA runtime's statics,
-// the store, which is never destroyed). NVRTC makes statics of its own during its first compile,
-// and a compile still under way at exit crashed when those went first: a core of such a crash
-// (H100, 2026-12-07, the first process of a fresh machine, with an empty store) has the main thread
-// in exit, joining this thread in StopAtExit, and this thread dead of SIGSEGV in
-// nvrtcCompileProgram. So a trivial kernel is compiled before StopAtExit is made
-// (warm_up_nvrtc), which puts NVRTC's statics before it in the order of construction and after it
-// in the order of destruction. The thread calls nothing of CUDA's, only NVRTC and the store, whose
-// identity is taken on the caller's thread.
+// by stop_at_exit, an exit handler: exit runs handlers and static destructors in the reverse order
+// of their registration, so the handler must be registered after every static that a compile
+// under way could still use. The CUDA runtime's statics and the store (never destroyed) come
+// before the first job. NVRTC makes statics of its own, lazily, during compiles: a compile still
+// under way at exit crashed when those went first (cores, H100 2026-12-07: the main thread in exit
+// joining this thread, this thread dead of SIGSEGV in nvrtcCompileProgram), and compiling an empty
+// kernel first (warm_up_nvrtc) did not cover the statics of later, larger kernels. So the handler
+// is registered again after every compile, on either thread (stop is idempotent): a static that a
+// finished compile made is then destroyed after the thread has stopped. The thread calls nothing
+// of CUDA's, only NVRTC and the store, whose identity is taken on the caller's thread.
 class Background {
  public:
+  friend void stop_background_at_exit();
   using Keep = std::function<void(const std::string& source, const std::vector<char>& cubin)>;
   using Find = std::function<std::optional<std::vector<char>>(const std::string& source)>;
 
@@ -165,8 +170,8 @@ class Background {
   bool add(const Key& key, const std::string& source, const std::string& source_name,
            const std::string& arch, Find find, Keep keep) {
     static const bool nvrtc_warm = warm_up_nvrtc(arch);  // first: see the comment above
-    static StopAtExit stop_at_exit;
     (void)nvrtc_warm;
+    stop_background_at_exit();
     std::lock_guard lock(mu_);
     if (stopped_) return false;
     if (jobs_.count(key)) return true;
@@ -196,10 +201,6 @@ class Background {
     std::string source;
     std::shared_future<std::vector<char>> result;
   };
-  struct StopAtExit {
-    ~StopAtExit() { get().stop(); }
-  };
-
   void work() {
     for (;;) {
       std::unique_ptr<Job> job;
@@ -224,7 +225,7 @@ class Background {
     }
   }
 
-  // Drops the queue and waits for the compile under way.
+  // Drops the queue and waits for the compile under way (again: nothing).
   void stop() {
     {
       std::lock_guard lock(mu_);
@@ -246,6 +247,11 @@ class Background {
   std::thread thread_;
   bool stopped_ = false;
 };
+
+// Registers (again) the exit handler that stops the background thread; see Background.
+void stop_background_at_exit() {
+  std::atexit([] { Background::get().stop(); });
+}
 
 #if KILN_WITH_PERSISTENCE
 // Kernel rows carry the identity of the device they were compiled for (the current one, whose

@@ -425,9 +425,11 @@ for section in "$@"; do
     dist_tests
     ;;
   harness)
-    # A standalone kernel harness bundled as .device/peers/attn_bench (variants of the attention
-    # kernels beside today's, built with nvcc on the build machine), when there is one.
-    [ -x .device/peers/attn_bench ] && t timeout 60 .device/peers/attn_bench
+    # Standalone harnesses (built with nvcc on the build machine, not part of kiln) bundled as
+    # .device/bin/harness_*: each, when there is one.
+    for h in .device/bin/harness_*; do
+      [ -x "$h" ] && t timeout 90 .device/run "$(basename "$h")"
+    done
     ;;
   ncuattn)
     # Nsight Compute's view of kiln's attention kernels (bf16, D = 64, causal, B = 16, H = 12,

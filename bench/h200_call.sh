@@ -485,6 +485,25 @@ for section in "$@"; do
       echo "run $i: exit $? (139: SIGSEGV)"
     done
     ;;
+  attnkernels)
+    # Every kernel of the bf16 attention rows (kiln with cuDNN, PyTorch's SDPA), by name and
+    # device time: where kiln's forward + backward differs from PyTorch's (Nsight Systems, when the
+    # machine has it; kiln's own profile otherwise).
+    nsys=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
+    echo "nsys: ${nsys:-none}"
+    if [ -n "$nsys" ]; then
+      for prog in ".device/run kiln_attention_ops" "python3 .device/peers/torch_attention.py"; do
+        name=$(echo "$prog" | awk '{print $2}' | xargs basename)
+        # shellcheck disable=SC2086
+        timeout 150 "$nsys" profile -o "$OUT/nsys_$name" --force-overwrite true $prog --runs 1 \
+          --batch 5 >"$OUT/nsys_$name.log" 2>&1
+        timeout 100 "$nsys" stats -q -r cuda_gpu_kern_sum -f csv "$OUT/nsys_$name.nsys-rep" \
+          2>/dev/null | cut -c1-220 | head -40
+      done
+    else
+      KILN_LOG=profile t timeout 90 .device/run kiln_attention_ops --runs 1 2>&1 | tail -40
+    fi
+    ;;
   changed)
     changed_tests
     ;;

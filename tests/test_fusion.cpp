@@ -555,6 +555,35 @@ TEST_P(FusionTest, SoftmaxRunsAsARowKernelOverTheLastDimAndFusesOverOthers) {
   EXPECT_TRUE(same_bits(got, (x * 1.5f).softmax(0).to_vector()));
 }
 
+// A named intermediate inside a reduction's prologue (issue 19's program, `d` alive when the
+// group closes): the CPU closes the group and reduces what it wrote, since recomputing d's
+// broadcast gathers inside the reduction cost more than unfused; CUDA recomputes (the inputs it
+// reads are fewer bytes than writing d * d and reading it back). A dense named intermediate
+// (y = x * k) is recomputed on both. Results bit for bit as unfused either way.
+TEST_P(FusionTest, ANamedIntermediateThatGathersIsWrittenOnceAndReadOnTheCpu) {
+  const auto x = input(4000, 2), c = input(8, 2);
+  set_fusion(true);
+  Delta gathered;
+  Tensor<3> d = x.unsqueeze(1) - c.unsqueeze(0);
+  const auto r = (d * d).sum(2).to_vector();
+  const bool cpu = dev().kind() == Device::Kind::cpu;
+  EXPECT_EQ(gathered.now().reductions_fused, cpu ? 0 : 1);
+  EXPECT_EQ(gathered.now().outputs_written, cpu ? 2 : 1) << "d, and d * d on the CPU";
+  const auto ds = d.to_vector();
+  Delta dense;
+  const auto y = x * 1.5f;
+  const auto s = (y * y).sum(1).to_vector();
+  EXPECT_EQ(dense.now().reductions_fused, 1) << "y is dense: recomputed";
+  const auto ys = y.to_vector();
+  set_fusion(false);
+  Tensor<3> d0 = x.unsqueeze(1) - c.unsqueeze(0);
+  EXPECT_TRUE(same_bits(r, (d0 * d0).sum(2).to_vector()));
+  EXPECT_TRUE(same_bits(ds, d0.to_vector()));
+  const auto y0 = x * 1.5f;
+  EXPECT_TRUE(same_bits(s, (y0 * y0).sum(1).to_vector()));
+  EXPECT_TRUE(same_bits(ys, y0.to_vector()));
+}
+
 TEST_P(FusionTest, PrologueReductionErrorsComeFromTheReduction) {
   const auto x = input(4, 5);
   auto y = x * 2.0f;

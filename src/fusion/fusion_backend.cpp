@@ -94,6 +94,62 @@ bool reduce_with_prologue(detail::Backend& inner, Group& g, detail::ReduceOp op,
   return true;
 }
 
+// Marks every node that `root` is computed from (root included) in `in`.
+void mark_subtree(const ir::Program& p, std::int32_t root, std::vector<bool>& in) {
+  in[static_cast<std::size_t>(root)] = true;
+  for (std::int32_t i = root; i >= 0; --i) {  // (operands come before the nodes that read them)
+    if (!in[static_cast<std::size_t>(i)]) continue;
+    const ir::Node& n = p.nodes[static_cast<std::size_t>(i)];
+    const int operands = ir::arity(n.op);
+    if (operands > 0) in[static_cast<std::size_t>(n.a)] = true;
+    if (operands > 1) in[static_cast<std::size_t>(n.b)] = true;
+    if (operands > 2) in[static_cast<std::size_t>(n.c)] = true;
+  }
+}
+
+// The bytes of t's elements in memory (a broadcast dim's once).
+std::size_t stored_bytes(const detail::TensorImpl& t) {
+  std::size_t n = dtype_size(t.dtype);
+  for (std::size_t d = 0; d < t.shape.size(); ++d)
+    if (t.strides[d] != 0) n *= static_cast<std::size_t>(t.shape[d]);
+  return n;
+}
+
+// Whether x, a pending result of the open group g, is better reduced with g's program as its
+// prologue (x's subtree computed again inside the reduction, x never written) than with g closed
+// first (x written, then reduced from memory). Where x's subtree holds another result of g that a
+// handle still holds (a named intermediate: `d` in `auto d = a - b; auto r = (d * d).sum(1);`),
+// g will likely write it when it closes, so the prologue does its work a second time. On the
+// CPU that work is dear where it gathers (an input broadcast or strided over g's shape: issue
+// 19's [1e6, 8, 2] program ran 1.6x slower fused than unfused), so such a subtree closes g; a
+// dense one (softmax's `x * k`, still named inside the composition) is recomputed. On CUDA the
+// work is nearly free beside memory: the prologue runs when the inputs it reads are no more
+// bytes than writing x and reading it back.
+bool prologue_pays(const Group& g, const detail::TensorImpl& x, Device::Kind device) {
+  const std::int32_t root = unbound(x)->node;
+  const std::size_t nodes = g.program.nodes.size();
+  std::vector<bool> in_x(nodes, false), twice(nodes, false);
+  mark_subtree(g.program, root, in_x);
+  bool named = false;
+  for (const PendingOutput& o : g.outputs) {
+    if (o.node == root || !in_x[static_cast<std::size_t>(o.node)] || o.buffer.expired()) continue;
+    mark_subtree(g.program, o.node, twice);
+    named = true;
+  }
+  if (!named) return true;  // nothing is computed twice: the prologue only saves bytes
+  std::size_t input_bytes = 0;
+  bool gathers_twice = false;
+  for (std::size_t i = 0; i < nodes; ++i) {
+    const ir::Node& n = g.program.nodes[i];
+    if (!in_x[i] || n.op != ir::Op::input) continue;
+    const detail::TensorImpl& t = g.inputs[static_cast<std::size_t>(n.a)];
+    input_bytes += stored_bytes(t);
+    if (twice[i] && (t.shape != g.shape || !t.is_contiguous())) gathers_twice = true;
+  }
+  if (device == Device::Kind::cpu) return !gathers_twice;
+  return input_bytes <= 2 * static_cast<std::size_t>(x.numel()) * dtype_size(x.dtype);
+}
+
 // The tensor in memory that g is computed from as cast(it) to f32, seen with g's shape, where g
 // is a pending result of the open group whose node is a cast of one of its inputs: a contiguous
 // half-type tensor of g's elements, x being f32. nullopt otherwise.
@@ -153,7 +209,8 @@ void Fusion::sync() {
 void Fusion::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim, detail::Out out) {
   {
     std::lock_guard lock(mu_);
-    if (group_.reads_in_registers(x) && x.shape == group_.shape) {
+    if (group_.reads_in_registers(x) && x.shape == group_.shape &&
+        prologue_pays(group_, x, inner().device().kind())) {
       bind(*out);
       if (reduce_with_prologue(inner(), group_, op, x, dim, out)) return;
     }

@@ -504,6 +504,17 @@ for section in "$@"; do
       KILN_LOG=profile t timeout 90 .device/run kiln_attention_ops --runs 1 2>&1 | tail -40
     fi
     ;;
+  fusion)
+    # Issue 19's "fusion is never a loss": the fusion and reduction tests and the fuzzer on CUDA,
+    # the short-innermost reductions and the named-intermediate program, the fuzzer's benchmark
+    # twin (generated programs fused and unfused, the worst ratio), and the bf16 GPT-2 step.
+    t timeout 150 .device/run kiln_tests --gtest_filter='*Fusion*:*Prologue*:*Reduce*' \
+      >"$OUT/fusion_tests.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|Failure" "$OUT/fusion_tests.log" | head -20
+    t timeout 60 .device/run kiln_short_reductions --device cuda
+    t timeout 200 .device/run kiln_fusion_programs --device cuda
+    t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
+    ;;
   changed)
     changed_tests
     ;;

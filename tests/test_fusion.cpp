@@ -565,7 +565,8 @@ TEST_P(FusionTest, ANamedIntermediateThatGathersIsWrittenOnceAndReadOnTheCpu) {
   set_fusion(true);
   Delta gathered;
   Tensor<3> d = x.unsqueeze(1) - c.unsqueeze(0);
-  const auto r = (d * d).sum(2).to_vector();
+  const Tensor<2> rt = (d * d).sum(2);  // (d * d goes here: it must not be alive at the read)
+  const auto r = rt.to_vector();
   const bool cpu = dev().kind() == Device::Kind::cpu;
   EXPECT_EQ(gathered.now().reductions_fused, cpu ? 0 : 1);
   EXPECT_EQ(gathered.now().outputs_written, cpu ? 2 : 1) << "d, and d * d on the CPU";

@@ -115,16 +115,39 @@ std::size_t stored_bytes(const detail::TensorImpl& t) {
   return n;
 }
 
+// Whether an op costs the CPU more than reading its result back from memory would: the
+// transcendental functions (and pow), against a few SIMD instructions for the others.
+bool dear_on_cpu(ir::Op op) {
+  switch (op) {
+    case ir::Op::sin:
+    case ir::Op::cos:
+    case ir::Op::tan:
+    case ir::Op::exp:
+    case ir::Op::log:
+    case ir::Op::tanh:
+    case ir::Op::sigmoid:
+    case ir::Op::gelu:
+    case ir::Op::silu:
+    case ir::Op::erf:
+    case ir::Op::pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Whether x, a pending result of the open group g, is better reduced with g's program as its
 // prologue (x's subtree computed again inside the reduction, x never written) than with g closed
 // first (x written, then reduced from memory). Where x's subtree holds another result of g that a
 // handle still holds (a named intermediate: `d` in `auto d = a - b; auto r = (d * d).sum(1);`),
 // g will likely write it when it closes, so the prologue does its work a second time. On the
 // CPU that work is dear where it gathers (an input broadcast or strided over g's shape: issue
-// 19's [1e6, 8, 2] program ran 1.6x slower fused than unfused), so such a subtree closes g; a
-// dense one (softmax's `x * k`, still named inside the composition) is recomputed. On CUDA the
-// work is nearly free beside memory: the prologue runs when the inputs it reads are no more
-// bytes than writing x and reading it back.
+// 19's [1e6, 8, 2] program ran 1.6x slower fused than unfused) or calls a transcendental
+// function (the fuzzer's benchmark twin: exp and tanh computed twice, 1.7x), so such a subtree
+// closes g; a dense, arithmetic one (softmax's `x * k`, still named inside the composition) is
+// recomputed. On CUDA the work is nearly free beside memory: the prologue runs when the inputs it
+// reads are no more bytes than writing x and reading it back. (x itself is held by the caller
+// now, named or not, so it does not count: a named x that the group writes too is computed twice.)
 bool prologue_pays(const Group& g, const detail::TensorImpl& x, Device::Kind device) {
   const std::int32_t root = unbound(x)->node;
   const std::size_t nodes = g.program.nodes.size();
@@ -138,15 +161,17 @@ bool prologue_pays(const Group& g, const detail::TensorImpl& x, Device::Kind dev
   }
   if (!named) return true;  // nothing is computed twice: the prologue only saves bytes
   std::size_t input_bytes = 0;
-  bool gathers_twice = false;
+  bool dear_twice = false;
   for (std::size_t i = 0; i < nodes; ++i) {
     const ir::Node& n = g.program.nodes[i];
-    if (!in_x[i] || n.op != ir::Op::input) continue;
+    if (!in_x[i]) continue;
+    if (twice[i] && dear_on_cpu(n.op)) dear_twice = true;
+    if (n.op != ir::Op::input) continue;
     const detail::TensorImpl& t = g.inputs[static_cast<std::size_t>(n.a)];
     input_bytes += stored_bytes(t);
-    if (twice[i] && (t.shape != g.shape || !t.is_contiguous())) gathers_twice = true;
+    if (twice[i] && (t.shape != g.shape || !t.is_contiguous())) dear_twice = true;
   }
-  if (device == Device::Kind::cpu) return !gathers_twice;
+  if (device == Device::Kind::cpu) return !dear_twice;
   return input_bytes <= 2 * static_cast<std::size_t>(x.numel()) * dtype_size(x.dtype);
 }
 

@@ -125,14 +125,15 @@ std::vector<char> compile(const std::string& source, const std::string& source_n
 
 // kiln's background compiles (compile_in_background): one thread working through a queue. Never
 // destroyed (a cached_kernel may ask it from a static destructor). Its thread is stopped at exit
-// by stop_at_exit, an exit handler: exit runs handlers and static destructors in the reverse order
-// of their registration, so the handler must be registered after every static that a compile
-// under way could still use. The CUDA runtime's statics and the store (never destroyed) come
-// before the first job. NVRTC makes statics of its own, lazily, during compiles: a compile still
-// under way at exit crashed when those went first (cores, H100 2026-12-07: the main thread in exit
-// joining this thread, this thread dead of SIGSEGV in nvrtcCompileProgram), and compiling an empty
-// kernel first (warm_up_nvrtc) did not cover the statics of later, larger kernels. So the handler
-// is registered again after every compile, on either thread (stop is idempotent): a static that a
+// by an exit handler (stop_background_at_exit registers it): exit runs handlers and static
+// destructors in the reverse order of their registration, so the handler must be registered
+// after every static that a compile under way could still use. The CUDA runtime's statics and
+// the store (never destroyed) come before the first job. NVRTC makes statics of its own, lazily,
+// during compiles: a compile still under way at exit crashed when those went first (cores, H100
+// 2026-12-07: the main thread in exit joining this thread, this thread dead of SIGSEGV in
+// nvrtcCompileProgram), and compiling an empty kernel first (warm_up_nvrtc) did not cover the
+// statics of later, larger kernels. So the handler is registered again after every compile, on
+// either thread (stop is idempotent; an entry is a few bytes of libc's list): a static that a
 // finished compile made is then destroyed after the thread has stopped. The thread calls nothing
 // of CUDA's, only NVRTC and the store, whose identity is taken on the caller's thread.
 class Background {

@@ -186,16 +186,6 @@ class CudnnSwitch {
   kiln::Config saved_;
 };
 
-// kiln::set_deterministic(true) for one scope; the mode found is restored.
-class DeterministicFor {
- public:
-  DeterministicFor() : saved_(kiln::deterministic()) { kiln::set_deterministic(true); }
-  ~DeterministicFor() { kiln::set_deterministic(saved_); }
-
- private:
-  bool saved_;
-};
-
 // kiln's own kernels, every dtype.
 TEST(CudaAttention, ForwardAndBackwardAgainstFloat64) {
   KILN_REQUIRE_CUDA();
@@ -236,7 +226,7 @@ TEST(CudaAttention, CudnnDeterministicBackwardRepeats) {
   KILN_REQUIRE_CUDA();
   if (!KILN_WITH_CUDNN || !kiln::cuda::cudnn_library()) GTEST_SKIP() << "no cuDNN";
   const CudnnSwitch on(true);
-  const DeterministicFor scope;
+  const kt::DeterministicFor scope;
   const auto dev = kiln::Device::cuda(0);
   const auto rnd = [&](std::uint64_t seed) {
     return Tensor<4>::random({2, 4, 512, 64}, kiln::Distribution::normal(0.0, 1.0), dev, seed)

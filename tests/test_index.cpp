@@ -293,8 +293,7 @@ TEST_P(IndexTest, Errors) {
 // Deterministic mode: the same sums bit for bit on every run (the CPU always; CUDA sums each
 // destination in index order instead of with atomics).
 TEST_P(IndexTest, DeterministicModeIsBitIdentical) {
-  const bool saved = kiln::deterministic();
-  kiln::set_deterministic(true);
+  const kt::DeterministicFor scope;
   const auto w = Tensor<2>::random({64, 96}, kiln::Distribution::normal(), dev(), seed());
   const auto grad = Tensor<2>::random({2000, 96}, kiln::Distribution::normal(), dev(), seed() + 1);
   const auto ids = Tensor<1>::from_data(indices(2000, 64), {2000}, dev());
@@ -306,7 +305,6 @@ TEST_P(IndexTest, DeterministicModeIsBitIdentical) {
   const auto sfirst = wb.scatter_add(0, sidx, gb).to_vector<float>();
   for (int run = 0; run < 3; ++run)
     EXPECT_EQ(wb.scatter_add(0, sidx, gb).to_vector<float>(), sfirst);
-  kiln::set_deterministic(saved);
 }
 
 // An index op reads the pending result of an element-wise chain (fusion runs the group first)

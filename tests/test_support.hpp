@@ -84,6 +84,13 @@ struct ConfigGuard {
   ~ConfigGuard() { kiln::set_config(saved); }
 };
 
+// kiln::set_deterministic(true) for one scope; the mode found is restored (on failure too).
+struct DeterministicFor {
+  bool saved = kiln::deterministic();
+  DeterministicFor() { kiln::set_deterministic(true); }
+  ~DeterministicFor() { kiln::set_deterministic(saved); }
+};
+
 // Whether two tensors use the same buffer (a view, or a clone, of the other).
 template <std::size_t D, std::size_t E>
 bool shares_buffer(const kiln::Tensor<D>& a, const kiln::Tensor<E>& b) {

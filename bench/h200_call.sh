@@ -515,6 +515,15 @@ for section in "$@"; do
     t timeout 200 .device/run kiln_fusion_programs --device cuda
     t timeout 150 .device/run kiln_gpt2_train --device cuda --steps 10 --autocast bf16
     ;;
+  index)
+    # Issue 19's embedding gather and scatter-add at GPT-2 sizes beside PyTorch's, and the fusion
+    # test of a named intermediate that a reduction consumes.
+    t timeout 100 .device/run kiln_index_ops
+    t timeout 100 python3 .device/peers/torch_index_ops.py
+    t timeout 100 .device/run kiln_tests --gtest_filter='FusionTest.ANamedIntermediate*' \
+      >"$OUT/named_tests.log" 2>&1
+    grep -E "^\[  FAILED|PASSED|Failure|Expected|Which is|actual" "$OUT/named_tests.log" | head -20
+    ;;
   changed)
     changed_tests
     ;;

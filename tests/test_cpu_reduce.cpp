@@ -10,8 +10,10 @@
 #include <limits>
 #include <vector>
 
+#include "core/simd_targets.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/host_buffer.hpp"
+#include "cpu/kernels.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -175,8 +177,18 @@ std::vector<Expected> reference(DType t, const Input& in, int dim) {
 
 // ---- running and comparing ----
 
+// The kernels the backend reduces with: Highway's when kiln has SIMD.
+const kiln::cpu::KernelTable& default_kernels() {
+#if KILN_WITH_SIMD
+  return kiln::cpu::simd_kernels();
+#else
+  return kiln::cpu::scalar_kernels();
+#endif
+}
+
 // Runs op into a poisoned output and returns its values as doubles.
-std::vector<double> run(ReduceOp op, const TensorImpl& x, int dim) {
+std::vector<double> run(ReduceOp op, const TensorImpl& x, int dim,
+                        const kiln::cpu::KernelTable& kernels = default_kernels()) {
   Dims out_shape = x.shape;
   for (std::size_t d = 0; d < out_shape.size(); ++d)
     if (dim < 0 || static_cast<int>(d) == dim) out_shape[d] = 1;
@@ -184,7 +196,7 @@ std::vector<double> run(ReduceOp op, const TensorImpl& x, int dim) {
   auto out = kiln::cpu::host_empty(out_shape, rt);
   const std::int64_t n = out->numel();
   std::memset(out->data(), 0x7f, static_cast<std::size_t>(n) * kiln::dtype_size(rt));
-  kiln::cpu::reduce(op, x, dim, *out);
+  kiln::cpu::reduce(op, x, dim, *out, kernels);
   std::vector<double> got;
   for (std::int64_t i = 0; i < n; ++i) {
     if (rt == DType::f32)
@@ -308,7 +320,7 @@ TEST_F(CpuReduce, LargeShapesTakeEveryLoop) {
 // Short contiguous rows (a last dim up to 32) are reduced a block of rows at a time: many rows,
 // a count that is no multiple of the block, NaNs and ties.
 TEST_F(CpuReduce, ShortRowsTakeTheBlockedLoop) {
-  for (const std::int64_t w : {1, 2, 3, 8, 31, 32}) {
+  for (const std::int64_t w : {1, 2, 3, 4, 8, 31, 32}) {
     const std::int64_t m = 70001;
     for (DType t : {DType::f32, DType::i32, DType::boolean}) {
       for (Values kind : {Values::wide, Values::ties, Values::nans}) {
@@ -318,6 +330,44 @@ TEST_F(CpuReduce, ShortRowsTakeTheBlockedLoop) {
     }
   }
 }
+
+#if KILN_WITH_SIMD
+// Rows of 2, 4 and 8 f32 are the SIMD table's (simd_short_rows.cpp) on every target this CPU
+// has: the same bits as the scalar table's loop, over signed zeros, infinities, NaNs and ties,
+// with a row count that leaves tails in the blocks and vectors.
+TEST_F(CpuReduce, SimdShortRowsEqualTheLoopBitForBit) {
+  kt::ConfigGuard guard;
+  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 0.5f};
+  std::uniform_int_distribution<int> pick(0, 15);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const std::int64_t w : {2, 4, 8, 5}) {
+    const std::int64_t m = 4099;
+    Input in = make_view({m, w}, {w, 1}, 0, m * w, DType::f32, Values::wide, rng_);
+    float* x = static_cast<float*>(in.base->data());
+    for (std::int64_t i = 0; i < m * w; ++i) {
+      const int k = pick(rng_);
+      x[i] = k < 8 ? specials[k] : u(rng_);
+      in.values[static_cast<std::size_t>(i)] = x[i];
+    }
+    const auto want = reference(DType::f32, in, 1);
+    for (const std::string& target : kiln::detail::simd_targets()) {
+      kiln::set_config({.simd_target = target});
+      for (ReduceOp op : kOps) {
+        SCOPED_TRACE(target + " w " + std::to_string(w) + " " + kiln::detail::reduce_name(op));
+        const auto simd = run(op, in.view, 1, kiln::cpu::simd_kernels());
+        const auto loop = run(op, in.view, 1, kiln::cpu::scalar_kernels());
+        for (std::size_t r = 0; r < simd.size(); ++r) {
+          const bool same = std::isnan(loop[r]) ? std::isnan(simd[r])
+                                                : simd[r] == loop[r] && std::signbit(simd[r]) ==
+                                                                            std::signbit(loop[r]);
+          ASSERT_TRUE(same) << "row " << r << ": simd " << simd[r] << ", loop " << loop[r];
+        }
+        EXPECT_TRUE(agrees(op, DType::f32, simd, want[static_cast<int>(op)]));
+      }
+    }
+  }
+}
+#endif
 
 TEST_F(CpuReduce, NaNPropagatesLikeNumPy) {
   for (const Layout& l : layouts(6, 50, 33)) {
@@ -407,15 +457,21 @@ TEST_F(CpuReduce, EmptySlices) {
 TEST_F(CpuReduce, Errors) {
   Input in = make_view({4, 5}, {5, 1}, 0, 20, DType::f32, Values::wide, rng_);
   auto wrong_dtype = kiln::cpu::host_empty({4, 1}, DType::i32);
-  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 1, *wrong_dtype), kiln::DTypeError);
-  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::max, in.view, 1, *wrong_dtype), kiln::DTypeError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 1, *wrong_dtype, default_kernels()),
+               kiln::DTypeError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::max, in.view, 1, *wrong_dtype, default_kernels()),
+               kiln::DTypeError);
   auto f32_out = kiln::cpu::host_empty({4, 1}, DType::f32);
-  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::argmax, in.view, 1, *f32_out), kiln::DTypeError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::argmax, in.view, 1, *f32_out, default_kernels()),
+               kiln::DTypeError);
   auto wrong_shape = kiln::cpu::host_empty({1, 5}, DType::f32);
-  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 1, *wrong_shape), kiln::ShapeError);
-  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 2, *f32_out), kiln::IndexError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 1, *wrong_shape, default_kernels()),
+               kiln::ShapeError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, in.view, 2, *f32_out, default_kernels()),
+               kiln::IndexError);
   Input ints = make_view({4, 5}, {5, 1}, 0, 20, DType::i32, Values::wide, rng_);
-  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, ints.view, 1, *f32_out), kiln::DTypeError);
+  EXPECT_THROW(kiln::cpu::reduce(ReduceOp::sum, ints.view, 1, *f32_out, default_kernels()),
+               kiln::DTypeError);
 }
 
 TEST_F(CpuReduce, SameForEveryThreadCount) {

@@ -60,7 +60,7 @@ void CpuBackend::elementwise(const ir::Program& program,
 void CpuBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
                         detail::Out out) {
   if (is_half(x.dtype)) return reduce_half(op, x, dim, *out, live_kernels());
-  cpu::reduce(op, x, dim, *out);
+  cpu::reduce(op, x, dim, *out, live_kernels());
 }
 
 bool CpuBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,

@@ -8,8 +8,9 @@
 
 namespace kiln::cpu {
 
+// Backend::reduce, with the kernels whose short_rows reduces short f32 rows.
 void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
-            const detail::TensorImpl& out);
+            const detail::TensorImpl& out, const KernelTable& kernels);
 // Backend::reduce_prologue, with the element-wise kernels to evaluate the prologue with.
 bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                      const detail::TensorImpl& out, const KernelTable& kernels);

@@ -33,11 +33,11 @@ void reduce_half(detail::ReduceOp op, const TensorImpl& x, int dim, const Tensor
   detail::check_reduce_call(op, x, dim, out);
   const Handle xf = f32_copy(x, kernels);
   if (!is_half(out.dtype)) {
-    reduce(op, *xf, dim, out);  // arg*: i32 indices
+    reduce(op, *xf, dim, out, kernels);  // arg*: i32 indices
     return;
   }
   const Handle of = host_empty(out.shape, DType::f32);
-  reduce(op, *xf, dim, *of);
+  reduce(op, *xf, dim, *of, kernels);
   convert(*of, out, kernels);
 }
 

@@ -1,4 +1,5 @@
-// Block kernels of the CPU backend: one element-wise IR op over n contiguous 32-bit lanes.
+// Block kernels of the CPU backend: one element-wise IR op over n contiguous 32-bit lanes (and
+// the reductions of short f32 rows, which need SIMD shuffles the compiler does not find).
 //
 // The CPU evaluator (src/cpu/cpu_evaluator.cpp) runs a Program over blocks of a few thousand
 // elements; for each node it calls one of these on the block. Inside a block every value is
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "ir/program.hpp"
+#include "kiln/detail/ops.hpp"
 #include "kiln/dtype.hpp"
 
 namespace kiln::cpu {
@@ -38,6 +40,12 @@ struct KernelTable {
   // them, rounded to nearest even as include/kiln/half.hpp rounds (NaN stays NaN).
   void (*half_to_f32)(DType t, const std::uint16_t* in, float* out, std::size_t n);
   void (*f32_to_half)(DType t, const float* in, std::uint16_t* out, std::size_t n);
+  // The reduction op of each of `rows` adjacent f32 rows of len elements at p (the last dim of a
+  // contiguous [rows, len]) into out: f32, or i32 indices for argmax/argmin. Each row's elements
+  // are taken in order as src/cpu/reduce.cpp's short-row loop takes them, bit for bit. Returns
+  // how many leading rows it reduced (0 for a len it has no kernel for); the caller does the rest.
+  std::int64_t (*short_rows)(kiln::detail::Reduction op, const float* p, std::int64_t rows, int len,
+                             void* out);
 };
 
 // Highway kernels for the best target this CPU supports, or the best at or under the cap.

@@ -183,6 +183,7 @@ struct SumBase {
 
 template <class T>
 struct Sum : SumBase<T> {
+  static constexpr ReduceOp kOp = ReduceOp::sum;
   using Out = std::conditional_t<std::is_floating_point_v<T>, float, std::int32_t>;
   static Out empty() { return Out{}; }
   static Out finish(const SumAcc<T>& a, std::int64_t) {
@@ -196,6 +197,7 @@ struct Sum : SumBase<T> {
 
 template <class T>
 struct Mean : SumBase<T> {
+  static constexpr ReduceOp kOp = ReduceOp::mean;
   using Out = float;
   static Out empty() { return std::numeric_limits<float>::quiet_NaN(); }
   static Out finish(const SumAcc<T>& a, std::int64_t n) {
@@ -225,6 +227,7 @@ bool better(T v, T e) {
 
 template <class T, bool kMax>
 struct Extreme {
+  static constexpr ReduceOp kOp = kMax ? ReduceOp::max : ReduceOp::min;
   static constexpr bool kOrderFree = true;
   using In = T;
   using Out = T;
@@ -268,6 +271,7 @@ struct Extreme {
 
 template <class T, bool kMax>
 struct Arg {
+  static constexpr ReduceOp kOp = kMax ? ReduceOp::argmax : ReduceOp::argmin;
   static constexpr bool kOrderFree = false;  // indices count in x's row-major order
   using In = T;
   using Out = std::int32_t;
@@ -332,6 +336,7 @@ struct Reduction {
   Layout kept;  // the outputs, in out's (row-major) order
   Layout red;   // the reduced sequence of one output
   Out* out;
+  const KernelTable& kernels;  // its short_rows reduces f32 short rows with SIMD
 
   // The reduction of positions [begin, end) (non-empty) of the sequence at offset base. A run
   // is taken in pieces of kPiece elements (after the first), each with its own lanes, so that
@@ -372,7 +377,9 @@ struct Reduction {
   // Short rows a block at a time, each row's elements taken in order with P::first and
   // P::step, interleaved across the block's rows: the rows' running states are independent, so
   // the loop over rows vectorizes, where reducing one short row at a time would be a chain of
-  // dependent steps and a call per row (4-20x slower than memory for a row of 8).
+  // dependent steps and a call per row (4-20x slower than memory for a row of 8). For f32 the
+  // SIMD table's short_rows takes the block first (the same steps on a vector of rows per
+  // column, where this loop's vectors gather); this loop reduces the rows it leaves.
   void short_rows_loop() const {
     const std::int64_t m = kept.numel, len = red.numel;
     parallel_for(m, std::max<std::int64_t>(1, kTaskWork / len),
@@ -380,19 +387,33 @@ struct Reduction {
                    auto rd = src.reader();
                    Acc acc[kShortBlock];
                    for (std::int64_t o = o0; o < o1; o += kShortBlock) {
-                     const std::int64_t k = std::min(kShortBlock, o1 - o);
+                     std::int64_t k = std::min(kShortBlock, o1 - o);
                      const T* p = rd.at(o * len, k * len, 1);
-                     if constexpr (!P::kOrderFree) {
-                       arg_rows(p, k, len, out + o);
-                       continue;
+                     if constexpr (std::is_same_v<T, float>) {
+                       const std::int64_t done =
+                           kernels.short_rows(P::kOp, p, k, static_cast<int>(len), out + o);
+                       p += done * len, k -= done;
+                       if (k == 0) continue;
+                       const std::int64_t rest = o + done;
+                       reduce_rows(p, k, len, acc, out + rest);
+                     } else {
+                       reduce_rows(p, k, len, acc, out + o);
                      }
-                     for (std::int64_t r = 0; r < k; ++r) acc[r] = P::first(p[r * len], 0);
-                     for (std::int64_t j = 1; j < len; ++j) {
-                       for (std::int64_t r = 0; r < k; ++r) P::step(acc[r], p[r * len + j], j);
-                     }
-                     for (std::int64_t r = 0; r < k; ++r) out[o + r] = P::finish(acc[r], len);
                    }
                  });
+  }
+
+  // The k short rows of len elements at p into out.
+  static void reduce_rows(const T* p, std::int64_t k, std::int64_t len, Acc* acc, Out* out) {
+    if constexpr (!P::kOrderFree) {
+      arg_rows(p, k, len, out);
+    } else {
+      for (std::int64_t r = 0; r < k; ++r) acc[r] = P::first(p[r * len], 0);
+      for (std::int64_t j = 1; j < len; ++j) {
+        for (std::int64_t r = 0; r < k; ++r) P::step(acc[r], p[r * len + j], j);
+      }
+      for (std::int64_t r = 0; r < k; ++r) out[r] = P::finish(acc[r], len);
+    }
   }
 
   // argmax/argmin of k short rows: Arg::step on values and indices kept in two arrays, which
@@ -547,8 +568,8 @@ Loops loops_for(const Dims& shape, const Dims& strides, int dim, bool order_free
 }
 
 template <class P, class Src>
-void run_reduction(const Src& src, const Loops& l, void* out) {
-  Reduction<P, Src> r{src, l.kept, l.red, static_cast<typename P::Out*>(out)};
+void run_reduction(const Src& src, const Loops& l, void* out, const KernelTable& kernels) {
+  Reduction<P, Src> r{src, l.kept, l.red, static_cast<typename P::Out*>(out), kernels};
   if (r.kept.numel == 0) return;
   if (r.red.numel == 0) {
     std::fill(r.out, r.out + r.kept.numel, P::empty());
@@ -573,37 +594,37 @@ Src<T> make_source(const Arg0& a) {
 // The policy for op over elements of type T, run.
 template <class T, template <class> class Src, class Arg0>
 void dispatch(ReduceOp op, const Arg0& a, const Dims& shape, const Dims& strides, int dim,
-              void* out) {
+              void* out, const KernelTable& kernels) {
   const Src<T> src = make_source<T, Src>(a);
   const bool order_free = op != ReduceOp::argmax && op != ReduceOp::argmin;
   const Loops l = loops_for(shape, strides, dim, order_free);
   switch (op) {
     case ReduceOp::sum:
-      return run_reduction<Sum<T>>(src, l, out);
+      return run_reduction<Sum<T>>(src, l, out, kernels);
     case ReduceOp::mean:
-      return run_reduction<Mean<T>>(src, l, out);
+      return run_reduction<Mean<T>>(src, l, out, kernels);
     case ReduceOp::max:
-      return run_reduction<Extreme<T, true>>(src, l, out);
+      return run_reduction<Extreme<T, true>>(src, l, out, kernels);
     case ReduceOp::min:
-      return run_reduction<Extreme<T, false>>(src, l, out);
+      return run_reduction<Extreme<T, false>>(src, l, out, kernels);
     case ReduceOp::argmax:
-      return run_reduction<Arg<T, true>>(src, l, out);
+      return run_reduction<Arg<T, true>>(src, l, out, kernels);
     case ReduceOp::argmin:
-      return run_reduction<Arg<T, false>>(src, l, out);
+      return run_reduction<Arg<T, false>>(src, l, out, kernels);
   }
 }
 
 // Calls dispatch with the element type of dtype t.
 template <template <class> class Src, class Arg0>
 void dispatch_dtype(DType t, ReduceOp op, const Arg0& a, const Dims& shape, const Dims& strides,
-                    int dim, void* out) {
+                    int dim, void* out, const KernelTable& kernels) {
   switch (t) {
     case DType::f32:
-      return dispatch<float, Src>(op, a, shape, strides, dim, out);
+      return dispatch<float, Src>(op, a, shape, strides, dim, out, kernels);
     case DType::i32:
-      return dispatch<std::int32_t, Src>(op, a, shape, strides, dim, out);
+      return dispatch<std::int32_t, Src>(op, a, shape, strides, dim, out, kernels);
     case DType::boolean:
-      return dispatch<bool, Src>(op, a, shape, strides, dim, out);
+      return dispatch<bool, Src>(op, a, shape, strides, dim, out, kernels);
     case DType::bf16:
     case DType::f16:
       break;  // reduce_half reduces an f32 copy
@@ -613,9 +634,10 @@ void dispatch_dtype(DType t, ReduceOp op, const Arg0& a, const Dims& shape, cons
 
 }  // namespace
 
-void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out) {
+void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out,
+            const KernelTable& kernels) {
   detail::check_reduce_call(op, x, dim, out);
-  dispatch_dtype<MemorySource>(x.dtype, op, x.data(), x.shape, x.strides, dim, out.data());
+  dispatch_dtype<MemorySource>(x.dtype, op, x.data(), x.shape, x.strides, dim, out.data(), kernels);
 }
 
 bool reduce_prologue(ReduceOp op, const detail::Prologue& p, int dim, const TensorImpl& out,
@@ -628,12 +650,12 @@ bool reduce_prologue(ReduceOp op, const detail::Prologue& p, int dim, const Tens
   if (dim >= 0 && !l.columns && !l.red.shape.empty() && l.red.strides[0] != 1) return false;
   if (v.numel() == 0) {
     dispatch_dtype<MemorySource>(v.dtype, op, static_cast<const void*>(nullptr), v.shape, v.strides,
-                                 dim, out.data());
+                                 dim, out.data(), kernels);
     return true;
   }
   const ir::RangeEvaluator eval(p.program, p.inputs, p.scalars, p.shape, kernels);
   const std::pair<const ir::RangeEvaluator&, std::int64_t> source{eval, v.numel()};
-  dispatch_dtype<PrologueSource>(v.dtype, op, source, v.shape, v.strides, dim, out.data());
+  dispatch_dtype<PrologueSource>(v.dtype, op, source, v.shape, v.strides, dim, out.data(), kernels);
   return true;
 }
 

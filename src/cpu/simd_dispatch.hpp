@@ -1,6 +1,6 @@
 // The SIMD kernels' entry points, each checking its arguments as kernel_math.hpp does and
-// dispatching to the best target this CPU supports: simd_unary.cpp, simd_binary.cpp and
-// simd_half.cpp define them, simd_kernels.cpp puts them in the table.
+// dispatching to the best target this CPU supports: simd_unary.cpp, simd_binary.cpp,
+// simd_half.cpp and simd_short_rows.cpp define them, simd_kernels.cpp puts them in the table.
 #pragma once
 
 #include <cstddef>
@@ -17,5 +17,7 @@ void simd_binary(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n
 void simd_where(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n);
 void simd_half_to_f32(DType t, const std::uint16_t* in, float* out, std::size_t n);
 void simd_f32_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n);
+std::int64_t simd_short_rows(kiln::detail::Reduction op, const float* p, std::int64_t rows, int len,
+                             void* out);
 
 }  // namespace kiln::cpu

@@ -520,9 +520,8 @@ for section in "$@"; do
     # test of a named intermediate that a reduction consumes.
     t timeout 100 .device/run kiln_index_ops
     t timeout 100 python3 .device/peers/torch_index_ops.py
-    t timeout 100 .device/run kiln_tests --gtest_filter='FusionTest.ANamedIntermediate*' \
-      >"$OUT/named_tests.log" 2>&1
-    grep -E "^\[  FAILED|PASSED|Failure|Expected|Which is|actual" "$OUT/named_tests.log" | head -20
+    tests_and_memcheck index '*FusionTest.ANamedIntermediate*:*IndexTest*:CudaCompileIndex*' \
+      '*IndexTest*cuda*'
     ;;
   changed)
     changed_tests

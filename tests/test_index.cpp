@@ -4,7 +4,9 @@
 // error paths (an index out of range or negative, a wrong index dtype, shapes that do not fit).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -305,6 +307,33 @@ TEST_P(IndexTest, DeterministicModeIsBitIdentical) {
   const auto sfirst = wb.scatter_add(0, sidx, gb).to_vector<float>();
   for (int run = 0; run < 3; ++run)
     EXPECT_EQ(wb.scatter_add(0, sidx, gb).to_vector<float>(), sfirst);
+}
+
+// Deterministic index_add sums each destination in increasing index order from x's value (f32
+// for the half types, rounded once): the CPU's order, so every device gives the CPU's bits.
+// Along a middle dim (outer O = 3), with one index repeated many times (a long run after the
+// sort), rows no index names, and every accumulating dtype.
+TEST_P(IndexTest, DeterministicIndexAddEqualsTheCpuBitForBit) {
+  const kt::DeterministicFor scope;
+  const auto cpu = kiln::Device::cpu();
+  for (DType t : kAddDTypes) {
+    SCOPED_TRACE(kiln::dtype_name(t));
+    const Tensor<3> x = data({3, 50, 40}, t, 0), src = data({3, 700, 40}, t, 0);
+    auto iv = indices(700, 45);  // rows 45-49 keep x
+    for (std::size_t k = 0; k < iv.size(); k += 3) iv[k] = 7;
+    const auto ids = Tensor<1>::from_data(iv, {700}, dev());
+    const auto got = x.index_add(1, ids, src).to_vector<float>();
+    const auto want = x.to(cpu).index_add(1, ids.to(cpu), src.to(cpu)).to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t e = 0; e < got.size(); ++e)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[e]), std::bit_cast<std::uint32_t>(want[e])) << e;
+  }
+  // A bad index is still reported.
+  const auto w = Tensor<2>::zeros({4, 3}, DType::f32, dev());
+  const auto bad = Tensor<1>::from_data(std::vector<std::int32_t>{1, 4}, {2}, dev());
+  EXPECT_THROW((void)w.index_add(0, bad, Tensor<2>::zeros({2, 3}, DType::f32, dev()))
+                   .to_vector<float>(),
+               kiln::IndexError);
 }
 
 // An index op reads the pending result of an element-wise chain (fusion runs the group first)

@@ -23,7 +23,7 @@ const char* bits_type(std::size_t size) {
 }
 
 constexpr DType kAccumulated[] = {DType::f32, DType::i32, DType::bf16, DType::f16};
-constexpr const char* kStages[] = {"init", "finish", "atomic", "owner", "owner_rows"};
+constexpr const char* kStages[] = {"init", "finish", "atomic", "owner", "segment_rows"};
 constexpr const char* kGeometry = "long long O, long long N, long long K, long long I";
 
 std::string entry_points() {
@@ -63,9 +63,9 @@ std::string entry_points() {
         "{{\n  ki::owner_sum(idx, src, acc, O, N, K, I, per_row);\n}}\n",
         index_accumulate_name("owner", t), T, A, kGeometry);
     s += fmt::format(
-        "extern \"C\" __global__ void {}(const int* idx, const {}* src, {}* acc, {}) {{\n"
-        "  ki::owner_rows(idx, src, acc, O, N, K, I);\n}}\n",
-        index_accumulate_name("owner_rows", t), T, A, kGeometry);
+        "extern \"C\" __global__ void {0}(const int* sorted, const int* perm, const {1}* src, "
+        "{1}* out, {2}) {{\n  ki::segment_rows(sorted, perm, src, out, O, N, K, I);\n}}\n",
+        index_accumulate_name("segment_rows", t), T, kGeometry);
   }
   s += fmt::format(
       "extern \"C\" __global__ void {}(const int* idx, long long count, long long N, int op, "

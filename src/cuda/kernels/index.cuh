@@ -136,29 +136,30 @@ __device__ void owner_sum(const int* __restrict__ idx, const T* __restrict__ src
   }
 }
 
-// The deterministic path of index_add (one index per row): one warp owns each destination row
-// (o, n). It reads the K indices 32 at a time (one coalesced load, a ballot of the matches) and
-// adds each matching src row in increasing k, every lane on its own features: the same order as
-// owner_sum and the CPU, with K index reads per destination row instead of per element (an
-// embedding backward of 50304 rows and 16384 ids: 0.8 G index reads, from L2).
-template <class T, class A>
-__device__ void owner_rows(const int* __restrict__ idx, const T* __restrict__ src, A* acc,
-                           long long O, long long N, long long K, long long I) {
+// The deterministic path of index_add (one index per row), over the indices sorted stably
+// (sorted[q] = idx[perm[q]], ties in increasing k): each run of equal valid indices n is one
+// destination row's contributions in increasing k. One warp takes the run that starts at position
+// p (of each outer o), every lane its own features: x's value (out holds the copy), plus each src
+// row in turn in f32 (i32 wrapping), rounded to T once: owner_sum's order and the CPU's, bit for
+// bit. Rows with no index keep the copy; src and the touched rows are read once.
+template <class T>
+__device__ void segment_rows(const int* __restrict__ sorted, const int* __restrict__ perm,
+                             const T* __restrict__ src, T* __restrict__ out, long long O,
+                             long long N, long long K, long long I) {
   const int lane = threadIdx.x & 31;
   const long long warps = thread_stride() >> 5;
-  for (long long r = first_thread() >> 5; r < O * N; r += warps) {
-    const long long o = r / N, n = r % N;
-    A* row = acc + r * I;
-    for (long long k0 = 0; k0 < K; k0 += 32) {
-      const long long k = k0 + lane;
-      const bool hit = k < K && idx[k] == n;
-      unsigned mask = __ballot_sync(0xffffffffu, hit);
-      while (mask) {
-        const int j = __ffs(mask) - 1;
-        mask &= mask - 1;
-        const T* from = src + (o * K + k0 + j) * I;
-        for (long long i = lane; i < I; i += 32) row[i] = add(row[i], load(from[i]));
-      }
+  for (long long r = first_thread() >> 5; r < O * K; r += warps) {
+    const long long o = r / K, p = r % K;
+    const int n = sorted[p];
+    if (n < 0 || n >= N || (p > 0 && sorted[p - 1] == n)) continue;  // no run starts here
+    long long end = p + 1;
+    while (end < K && sorted[end] == n) ++end;
+    T* row = out + (o * N + n) * I;
+    const T* from = src + o * K * I;
+    for (long long i = lane; i < I; i += 32) {
+      auto a = load(row[i]);
+      for (long long q = p; q < end; ++q) a = add(a, load(from[(long long)perm[q] * I + i]));
+      store(row[i], a);
     }
   }
 }

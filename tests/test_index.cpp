@@ -331,9 +331,9 @@ TEST_P(IndexTest, DeterministicIndexAddEqualsTheCpuBitForBit) {
   // A bad index is still reported.
   const auto w = Tensor<2>::zeros({4, 3}, DType::f32, dev());
   const auto bad = Tensor<1>::from_data(std::vector<std::int32_t>{1, 4}, {2}, dev());
-  EXPECT_THROW((void)w.index_add(0, bad, Tensor<2>::zeros({2, 3}, DType::f32, dev()))
-                   .to_vector<float>(),
-               kiln::IndexError);
+  EXPECT_THROW(
+      (void)w.index_add(0, bad, Tensor<2>::zeros({2, 3}, DType::f32, dev())).to_vector<float>(),
+      kiln::IndexError);
 }
 
 // An index op reads the pending result of an element-wise chain (fusion runs the group first)

@@ -88,7 +88,7 @@ void CpuBackend::random(const detail::RandomSpec& spec, std::uint64_t seed, deta
 void CpuBackend::index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
                        const detail::TensorImpl& index, const detail::TensorImpl* src,
                        detail::Out out) {
-  cpu::index(op, x, dim, index, src, *out);
+  cpu::index(op, x, dim, index, src, *out, live_kernels());
 }
 
 void CpuBackend::rows(detail::RowOp op, const detail::TensorImpl& x,

@@ -24,7 +24,7 @@ void random(const detail::RandomSpec& spec, std::uint64_t seed, const detail::Te
 // index.cpp: Backend::index, synchronous (a bad index throws at once), deterministic always.
 void index(detail::IndexOp op, const detail::TensorImpl& x, int dim,
            const detail::TensorImpl& index, const detail::TensorImpl* src,
-           const detail::TensorImpl& out);
+           const detail::TensorImpl& out, const KernelTable& kernels);
 // rows.cpp: Backend::rows, with the kernel table's exp, element-wise steps and half conversions.
 void rows(detail::RowOp op, const detail::TensorImpl& x, const detail::RowParams& params,
           const detail::TensorImpl& y, const detail::RowStats& stats, const KernelTable& kernels);

@@ -1,10 +1,11 @@
 // The CPU's indexing family (Backend::index): gather, index_select, scatter_add, index_add.
 //
 // Copies (gather, index_select) split the [O, K] rows of the result across oneTBB's threads;
-// index_select copies whole rows of I elements (memcpy). The sums (scatter_add, index_add) split
-// the destination instead, by (o, a block of i): each task owns out[o, :, i0:i1] and walks k in
-// increasing order, so every destination sums its contributions in index order whatever the
-// threads: the CPU is deterministic always. Half types accumulate in an f32 copy and round once;
+// index_select copies whole rows of I elements (memcpy). scatter_add splits the destination
+// instead, by (o, a block of i): each task owns out[o, :, i0:i1] and walks k in increasing order;
+// index_add copies x and gives each row that indices name to one task, which adds its src rows in
+// increasing k. Every destination sums its contributions in index order whatever the threads:
+// the CPU is deterministic always. Half types accumulate in an f32 copy and round once;
 // i32 sums wrap as two's complement. Every index is checked before anything is written, so a bad
 // one raises at once and leaves out unwritten.
 #include <cstring>
@@ -70,6 +71,13 @@ std::uint32_t to_acc(std::int32_t v) { return static_cast<std::uint32_t>(v); }
 void from_acc(float a, bfloat16& o) { o = bfloat16(a); }
 void from_acc(float a, float16& o) { o = float16(a); }
 void from_acc(std::uint32_t a, std::int32_t& o) { o = static_cast<std::int32_t>(a); }
+template <class T>
+constexpr bool is_half_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+// An f32 or i32 sum back in T (i32 wraps).
+template <class T>
+T from_acc_of(decltype(to_acc(T())) a) {
+  return static_cast<T>(a);
+}
 
 template <class T>
 void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x, const T* src,
@@ -111,6 +119,58 @@ void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x
   }
 }
 
+// index_add: each row of out is x's row plus, where indices name it, its src rows in increasing
+// k (a stable counting sort of the indices lists them): the same sums in the same order as
+// add_into, in one pass over the rows, where add_into converts all of x into an accumulator first
+// and walks every k per block of features. A half-type row is summed in an f32 buffer with the
+// table's SIMD conversions and rounded once. Tasks own rows, so the result does not depend on
+// the threads.
+template <class T>
+void add_rows(const Geometry& g, const std::int32_t* idx, const T* x, const T* src, T* out, DType t,
+              const KernelTable& kernels) {
+  std::vector<std::int64_t> start(static_cast<std::size_t>(g.n + 1), 0);
+  for (std::int64_t k = 0; k < g.k; ++k) ++start[static_cast<std::size_t>(idx[k] + 1)];
+  for (std::int64_t n = 0; n < g.n; ++n) start[n + 1] += start[n];
+  std::vector<std::int32_t> order(static_cast<std::size_t>(g.k));
+  std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+  for (std::int64_t k = 0; k < g.k; ++k) order[fill[idx[k]]++] = static_cast<std::int32_t>(k);
+  const auto size = static_cast<std::size_t>(g.inner);
+  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, g.inner));
+  parallel_for(g.outer * g.n, grain, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> acc, term;
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t o = r / g.n, n = r % g.n;
+      const T* from = x + r * g.inner;
+      T* dst = out + r * g.inner;
+      if (start[n] == start[n + 1]) {
+        std::memcpy(dst, from, size * sizeof(T));
+        continue;
+      }
+      auto terms = [&](auto add_row) {
+        for (std::int64_t q = start[n]; q < start[n + 1]; ++q)
+          add_row(src + (o * g.k + order[static_cast<std::size_t>(q)]) * g.inner);
+      };
+      if constexpr (is_half_type<T>) {
+        const auto bits = [](const T* p) { return reinterpret_cast<const std::uint16_t*>(p); };
+        acc.resize(size);
+        term.resize(size);
+        kernels.half_to_f32(t, bits(from), acc.data(), size);
+        terms([&](const T* row) {
+          kernels.half_to_f32(t, bits(row), term.data(), size);
+          for (std::size_t i = 0; i < size; ++i) acc[i] += term[i];
+        });
+        kernels.f32_to_half(t, acc.data(), reinterpret_cast<std::uint16_t*>(dst), size);
+      } else {
+        std::memcpy(dst, from, size * sizeof(T));
+        terms([&](const T* row) {
+          for (std::size_t i = 0; i < size; ++i)
+            dst[i] = from_acc_of<T>(to_acc(dst[i]) + to_acc(row[i]));
+        });
+      }
+    }
+  });
+}
+
 // The address of t's element 0, or nullptr for an empty tensor (which may have no buffer).
 template <class T>
 T* at(const detail::TensorImpl& t) {
@@ -120,7 +180,8 @@ T* at(const detail::TensorImpl& t) {
 }  // namespace
 
 void index(IndexOp op, const detail::TensorImpl& x, int dim, const detail::TensorImpl& index,
-           const detail::TensorImpl* src, const detail::TensorImpl& out) {
+           const detail::TensorImpl* src, const detail::TensorImpl& out,
+           const KernelTable& kernels) {
   detail::check_index_call(op, x, dim, index, src, out);
   const bool per_row = op == IndexOp::index_select || op == IndexOp::index_add;
   const Geometry g = geometry(x, dim, per_row ? index.shape[0] : index.shape[dim]);
@@ -129,6 +190,26 @@ void index(IndexOp op, const detail::TensorImpl& x, int dim, const detail::Tenso
   if (out.numel() == 0) return;
   if (!detail::index_op_accumulates(op)) {
     copy_rows(op, g, idx, at<const char>(x), at<char>(out), dtype_size(x.dtype));
+    return;
+  }
+  if (op == IndexOp::index_add) {
+    switch (x.dtype) {
+      case DType::f32:
+        return add_rows<float>(g, idx, at<const float>(x), at<const float>(*src), at<float>(out),
+                               x.dtype, kernels);
+      case DType::i32:
+        return add_rows<std::int32_t>(g, idx, at<const std::int32_t>(x),
+                                      at<const std::int32_t>(*src), at<std::int32_t>(out), x.dtype,
+                                      kernels);
+      case DType::bf16:
+        return add_rows<bfloat16>(g, idx, at<const bfloat16>(x), at<const bfloat16>(*src),
+                                  at<bfloat16>(out), x.dtype, kernels);
+      case DType::f16:
+        return add_rows<float16>(g, idx, at<const float16>(x), at<const float16>(*src),
+                                 at<float16>(out), x.dtype, kernels);
+      case DType::boolean:
+        break;  // refused by check_index_call
+    }
     return;
   }
   switch (x.dtype) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/config.hpp"
@@ -316,9 +317,12 @@ TEST_P(IndexTest, DeterministicModeIsBitIdentical) {
 TEST_P(IndexTest, DeterministicIndexAddEqualsTheCpuBitForBit) {
   const kt::DeterministicFor scope;
   const auto cpu = kiln::Device::cpu();
-  for (DType t : kAddDTypes) {
-    SCOPED_TRACE(kiln::dtype_name(t));
-    const Tensor<3> x = data({3, 50, 40}, t, 0), src = data({3, 700, 40}, t, 0);
+  // 40 features: rows of 16-byte words in every dtype; 5: an element per lane.
+  for (const auto& [t, features] :
+       {std::pair{DType::f32, 40}, std::pair{DType::bf16, 40}, std::pair{DType::f16, 40},
+        std::pair{DType::i32, 40}, std::pair{DType::f32, 5}, std::pair{DType::bf16, 5}}) {
+    SCOPED_TRACE(std::string(kiln::dtype_name(t)) + " " + std::to_string(features));
+    const Tensor<3> x = data({3, 50, features}, t, 0), src = data({3, 700, features}, t, 0);
     auto iv = indices(700, 45);  // rows 45-49 keep x
     for (std::size_t k = 0; k < iv.size(); k += 3) iv[k] = 7;
     const auto ids = Tensor<1>::from_data(iv, {700}, dev());

@@ -105,7 +105,12 @@ void index_add_sorted(Context& ctx, const TensorImpl& x, const TensorImpl& index
   args.pointer(address(src));
   args.pointer(out.data());
   for (long long g : {O, N, K, I}) args.value(g);
-  launch(ctx, kernel(ctx, index_accumulate_name("segment_rows", x.dtype)),
+  // 16-byte words where every row starts on one (out's rows, src's rows).
+  const bool vec = I * static_cast<long long>(dtype_size(x.dtype)) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(out.data()) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(address(src)) % 16 == 0;
+  launch(ctx,
+         kernel(ctx, index_accumulate_name(vec ? "segment_rows_vec" : "segment_rows", x.dtype)),
          blocks_for(ctx, O * K * 32), kThreads, args.pointers());
 }
 

@@ -23,7 +23,8 @@ const char* bits_type(std::size_t size) {
 }
 
 constexpr DType kAccumulated[] = {DType::f32, DType::i32, DType::bf16, DType::f16};
-constexpr const char* kStages[] = {"init", "finish", "atomic", "owner", "segment_rows"};
+constexpr const char* kStages[] = {"init",  "finish",       "atomic",
+                                   "owner", "segment_rows", "segment_rows_vec"};
 constexpr const char* kGeometry = "long long O, long long N, long long K, long long I";
 
 std::string entry_points() {
@@ -62,10 +63,15 @@ std::string entry_points() {
         "extern \"C\" __global__ void {}(const int* idx, const {}* src, {}* acc, {}, int per_row) "
         "{{\n  ki::owner_sum(idx, src, acc, O, N, K, I, per_row);\n}}\n",
         index_accumulate_name("owner", t), T, A, kGeometry);
-    s += fmt::format(
-        "extern \"C\" __global__ void {0}(const int* sorted, const int* perm, const {1}* src, "
-        "{1}* out, {2}) {{\n  ki::segment_rows(sorted, perm, src, out, O, N, K, I);\n}}\n",
-        index_accumulate_name("segment_rows", t), T, kGeometry);
+    for (const bool vec : {false, true}) {  // an element, or a 16-byte word, per lane
+      const char* stage = vec ? "segment_rows_vec" : "segment_rows";
+      const std::size_t lanes = vec ? 16 / dtype_size(t) : 1;
+      s += fmt::format(
+          "extern \"C\" __global__ void {0}(const int* sorted, const int* perm, const {1}* src, "
+          "{1}* out, {2}) {{\n  ki::segment_rows<{1}, {3}>(sorted, perm, src, out, O, N, K, I);"
+          "\n}}\n",
+          index_accumulate_name(stage, t), T, kGeometry, lanes);
+    }
   }
   s += fmt::format(
       "extern \"C\" __global__ void {}(const int* idx, long long count, long long N, int op, "

@@ -16,7 +16,7 @@ const std::string& index_source();
 std::string index_gather_name(std::size_t element_size);
 std::string index_rows_name(std::size_t vector_size);  // 1, 2, 4 or 16
 std::string index_accumulate_name(const char* stage,
-                                  DType t);  // init, finish, atomic, owner, segment_rows
+                                  DType t);  // init, finish, atomic, owner, segment_rows(_vec)
 inline const char* index_check_name() { return "kiln_index_check"; }
 // Every entry point's name, for the NVRTC compile test.
 std::vector<std::string> index_kernel_names();

@@ -136,13 +136,38 @@ __device__ void owner_sum(const int* __restrict__ idx, const T* __restrict__ src
   }
 }
 
+// V elements of T moved as one 16-byte word (V = 16 / sizeof(T)), or one element (V = 1).
+template <class T, int V>
+struct __align__(16) Pack {
+  T v[V];
+};
+template <class T, int V>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
+  Pack<T, V> r;
+  if constexpr (V == 1) {
+    r.v[0] = *p;
+  } else {
+    *reinterpret_cast<uint4*>(r.v) = *reinterpret_cast<const uint4*>(p);
+  }
+  return r;
+}
+template <class T, int V>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, V>& r) {
+  if constexpr (V == 1) {
+    *p = r.v[0];
+  } else {
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(r.v);
+  }
+}
+
 // The deterministic path of index_add (one index per row), over the indices sorted stably
 // (sorted[q] = idx[perm[q]], ties in increasing k): each run of equal valid indices n is one
 // destination row's contributions in increasing k. One warp takes the run that starts at position
-// p (of each outer o), every lane its own features: x's value (out holds the copy), plus each src
-// row in turn in f32 (i32 wrapping), rounded to T once: owner_sum's order and the CPU's, bit for
-// bit. Rows with no index keep the copy; src and the touched rows are read once.
-template <class T>
+// p (of each outer o), every lane V adjacent features at a time (16-byte words where the rows
+// allow): x's value (out holds the copy), plus each src row in turn in f32 (i32 wrapping), rounded
+// to T once: owner_sum's order and the CPU's, bit for bit. Rows with no index keep the copy; src
+// and the touched rows are read once.
+template <class T, int V>
 __device__ void segment_rows(const int* __restrict__ sorted, const int* __restrict__ perm,
                              const T* __restrict__ src, T* __restrict__ out, long long O,
                              long long N, long long K, long long I) {
@@ -156,10 +181,19 @@ __device__ void segment_rows(const int* __restrict__ sorted, const int* __restri
     while (end < K && sorted[end] == n) ++end;
     T* row = out + (o * N + n) * I;
     const T* from = src + o * K * I;
-    for (long long i = lane; i < I; i += 32) {
-      auto a = load(row[i]);
-      for (long long q = p; q < end; ++q) a = add(a, load(from[(long long)perm[q] * I + i]));
-      store(row[i], a);
+    for (long long i = (long long)lane * V; i < I; i += 32 * V) {
+      Pack<T, V> d = load_pack<T, V>(row + i);
+      decltype(load(T())) a[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) a[v] = load(d.v[v]);
+      for (long long q = p; q < end; ++q) {
+        const Pack<T, V> t = load_pack<T, V>(from + (long long)perm[q] * I + i);
+#pragma unroll
+        for (int v = 0; v < V; ++v) a[v] = add(a[v], load(t.v[v]));
+      }
+#pragma unroll
+      for (int v = 0; v < V; ++v) store(d.v[v], a[v]);
+      store_pack<T, V>(row + i, d);
     }
   }
 }

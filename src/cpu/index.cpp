@@ -79,9 +79,9 @@ T from_acc_of(decltype(to_acc(T())) a) {
   return static_cast<T>(a);
 }
 
+// scatter_add: tasks own (o, a block of features) and walk k in increasing order.
 template <class T>
-void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x, const T* src,
-              T* out) {
+void scatter_into(const Geometry& g, const std::int32_t* idx, const T* x, const T* src, T* out) {
   using Acc = decltype(to_acc(T()));
   const std::int64_t total = g.outer * g.n * g.inner;
   // f32 sums in out itself; the others in a copy of their accumulator type, rounded at the end.
@@ -106,7 +106,7 @@ void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x
       for (std::int64_t kk = 0; kk < g.k; ++kk) {
         const std::int64_t srow = (o * g.k + kk) * g.inner;
         for (std::int64_t i = i0; i < i1; ++i) {
-          const std::int64_t n = op == IndexOp::index_add ? idx[kk] : idx[srow + i];
+          const std::int64_t n = idx[srow + i];
           acc[(o * g.n + n) * g.inner + i] += to_acc(src[srow + i]);
         }
       }
@@ -120,11 +120,11 @@ void add_into(IndexOp op, const Geometry& g, const std::int32_t* idx, const T* x
 }
 
 // index_add: each row of out is x's row plus, where indices name it, its src rows in increasing
-// k (a stable counting sort of the indices lists them): the same sums in the same order as
-// add_into, in one pass over the rows, where add_into converts all of x into an accumulator first
-// and walks every k per block of features. A half-type row is summed in an f32 buffer with the
-// table's SIMD conversions and rounded once. Tasks own rows, so the result does not depend on
-// the threads.
+// k (a stable counting sort of the indices lists them), in one pass over the rows: every
+// destination sums in index order, as scatter_into's do, without converting all of x into an
+// accumulator or walking every k per block of features. A half-type row is summed in an f32
+// buffer with the table's SIMD conversions and rounded once. Tasks own rows, so the result does
+// not depend on the threads.
 template <class T>
 void add_rows(const Geometry& g, const std::int32_t* idx, const T* x, const T* src, T* out, DType t,
               const KernelTable& kernels) {
@@ -214,16 +214,16 @@ void index(IndexOp op, const detail::TensorImpl& x, int dim, const detail::Tenso
   }
   switch (x.dtype) {
     case DType::f32:
-      return add_into<float>(op, g, idx, at<const float>(x), at<const float>(*src), at<float>(out));
+      return scatter_into<float>(g, idx, at<const float>(x), at<const float>(*src), at<float>(out));
     case DType::i32:
-      return add_into<std::int32_t>(op, g, idx, at<const std::int32_t>(x),
-                                    at<const std::int32_t>(*src), at<std::int32_t>(out));
+      return scatter_into<std::int32_t>(g, idx, at<const std::int32_t>(x),
+                                        at<const std::int32_t>(*src), at<std::int32_t>(out));
     case DType::bf16:
-      return add_into<bfloat16>(op, g, idx, at<const bfloat16>(x), at<const bfloat16>(*src),
-                                at<bfloat16>(out));
+      return scatter_into<bfloat16>(g, idx, at<const bfloat16>(x), at<const bfloat16>(*src),
+                                    at<bfloat16>(out));
     case DType::f16:
-      return add_into<float16>(op, g, idx, at<const float16>(x), at<const float16>(*src),
-                               at<float16>(out));
+      return scatter_into<float16>(g, idx, at<const float16>(x), at<const float16>(*src),
+                                   at<float16>(out));
     case DType::boolean:
       break;  // refused by check_index_call
   }

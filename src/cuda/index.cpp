@@ -93,9 +93,11 @@ void index_add_sorted(Context& ctx, const TensorImpl& x, const TensorImpl& index
   args.value(static_cast<int>(IndexOp::index_add));
   args.pointer(err);
   launch(ctx, kernel(ctx, index_check_name()), blocks_for(ctx, K), kThreads, args.pointers());
-  KILN_CUDA_CHECK(cudaMemcpyAsync(out.data(), x.data(),
-                                  static_cast<std::size_t>(out.numel()) * dtype_size(out.dtype),
-                                  cudaMemcpyDeviceToDevice, ctx.stream));
+  if (out.data() != x.data()) {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(out.data(), x.data(),
+                                    static_cast<std::size_t>(out.numel()) * dtype_size(out.dtype),
+                                    cudaMemcpyDeviceToDevice, ctx.stream));
+  }
   const detail::Handle sorted = device_empty(ctx, {K}, DType::i32);
   const detail::Handle perm = device_empty(ctx, {K}, DType::i32);
   order(ctx, detail::OrderOp::sort, index, detail::OrderParams{}, *sorted, perm.get());

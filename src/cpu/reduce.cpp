@@ -387,18 +387,12 @@ struct Reduction {
                    auto rd = src.reader();
                    Acc acc[kShortBlock];
                    for (std::int64_t o = o0; o < o1; o += kShortBlock) {
-                     std::int64_t k = std::min(kShortBlock, o1 - o);
+                     const std::int64_t k = std::min(kShortBlock, o1 - o);
                      const T* p = rd.at(o * len, k * len, 1);
-                     if constexpr (std::is_same_v<T, float>) {
-                       const std::int64_t done =
-                           kernels.short_rows(P::kOp, p, k, static_cast<int>(len), out + o);
-                       p += done * len, k -= done;
-                       if (k == 0) continue;
-                       const std::int64_t rest = o + done;
-                       reduce_rows(p, k, len, acc, out + rest);
-                     } else {
-                       reduce_rows(p, k, len, acc, out + o);
-                     }
+                     std::int64_t done = 0;
+                     if constexpr (std::is_same_v<T, float>)
+                       done = kernels.short_rows(P::kOp, p, k, static_cast<int>(len), out + o);
+                     if (done < k) reduce_rows(p + done * len, k - done, len, acc, out + o + done);
                    }
                  });
   }

@@ -137,7 +137,7 @@ std::vector<Expected> reference(DType t, const Input& in, int dim) {
     const double v = in.values[static_cast<std::size_t>(off)];
     State& s = st[static_cast<std::size_t>(o)];
     s.sum += v;
-    s.isum += static_cast<std::int64_t>(std::isnan(v) ? 0 : v);
+    s.isum += static_cast<std::int64_t>(std::isfinite(v) ? v : 0);  // integer inputs only
     s.magnitude += std::fabs(v);
     if (std::isnan(v) && s.nan_i < 0) s.nan_i = pos;
     // Strict comparisons: the first of equal values wins.

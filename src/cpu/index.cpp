@@ -156,13 +156,8 @@ void add_rows(const Geometry& g, const std::int32_t* idx, const T* x, const T* s
         term.resize(size);
         kernels.half_to_f32(t, bits(from), acc.data(), size);
         terms([&](const T* row) {
-          if constexpr (std::is_same_v<T, bfloat16>) {  // a shift: the loop vectorizes as is
-            const std::uint16_t* b = bits(row);
-            for (std::size_t i = 0; i < size; ++i) acc[i] += detail::bf16_bits_to_float(b[i]);
-          } else {
-            kernels.half_to_f32(t, bits(row), term.data(), size);
-            for (std::size_t i = 0; i < size; ++i) acc[i] += term[i];
-          }
+          kernels.half_to_f32(t, bits(row), term.data(), size);
+          for (std::size_t i = 0; i < size; ++i) acc[i] += term[i];
         });
         kernels.f32_to_half(t, acc.data(), reinterpret_cast<std::uint16_t*>(dst), size);
       } else {

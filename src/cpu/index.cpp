@@ -3,7 +3,7 @@
 // Copies (gather, index_select) split the [O, K] rows of the result across oneTBB's threads;
 // index_select copies whole rows of I elements (memcpy). scatter_add splits the destination
 // instead, by (o, a block of i): each task owns out[o, :, i0:i1] and walks k in increasing order;
-// index_add copies x and gives each row that indices name to one task, which adds its src rows in
+// index_add gives each row of out to one task: x's row, plus the src rows indices name for it in
 // increasing k. Every destination sums its contributions in index order whatever the threads:
 // the CPU is deterministic always. Half types accumulate in an f32 copy and round once;
 // i32 sums wrap as two's complement. Every index is checked before anything is written, so a bad
@@ -71,13 +71,9 @@ std::uint32_t to_acc(std::int32_t v) { return static_cast<std::uint32_t>(v); }
 void from_acc(float a, bfloat16& o) { o = bfloat16(a); }
 void from_acc(float a, float16& o) { o = float16(a); }
 void from_acc(std::uint32_t a, std::int32_t& o) { o = static_cast<std::int32_t>(a); }
+void from_acc(float a, float& o) { o = a; }
 template <class T>
 constexpr bool is_half_type = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
-// An f32 or i32 sum back in T (i32 wraps).
-template <class T>
-T from_acc_of(decltype(to_acc(T())) a) {
-  return static_cast<T>(a);
-}
 
 // scatter_add: tasks own (o, a block of features) and walk k in increasing order.
 template <class T>
@@ -163,8 +159,7 @@ void add_rows(const Geometry& g, const std::int32_t* idx, const T* x, const T* s
       } else {
         std::memcpy(dst, from, size * sizeof(T));
         terms([&](const T* row) {
-          for (std::size_t i = 0; i < size; ++i)
-            dst[i] = from_acc_of<T>(to_acc(dst[i]) + to_acc(row[i]));
+          for (std::size_t i = 0; i < size; ++i) from_acc(to_acc(dst[i]) + to_acc(row[i]), dst[i]);
         });
       }
     }

@@ -77,6 +77,19 @@ unsigned blocks_for(Context& ctx, long long threads) {
 
 const void* address(const TensorImpl& t) { return t.numel() ? t.data() : nullptr; }
 
+// Checks every index of `index` against the bound N, recording the first bad one in the error
+// word (the deterministic paths then read indices by comparison only).
+void check_indices(Context& ctx, const TensorImpl& index, long long N, IndexOp op, ErrorWord* err) {
+  KernelArgs args;
+  args.pointer(index.data());
+  args.value(static_cast<long long>(index.numel()));
+  args.value(N);
+  args.value(static_cast<int>(op));
+  args.pointer(err);
+  launch(ctx, kernel(ctx, index_check_name()), blocks_for(ctx, index.numel()), kThreads,
+         args.pointers());
+}
+
 // Deterministic index_add: every index checked; out = x (a copy); the indices sorted stably with
 // their positions (the order family's sort); then one warp per run of equal indices adds that
 // row's contributions in increasing k (segment_rows). Against a warp per destination row that
@@ -86,13 +99,7 @@ const void* address(const TensorImpl& t) { return t.numel() ? t.data() : nullptr
 void index_add_sorted(Context& ctx, const TensorImpl& x, const TensorImpl& index,
                       const TensorImpl& src, const TensorImpl& out, long long O, long long N,
                       long long K, long long I, ErrorWord* err) {
-  KernelArgs args;
-  args.pointer(index.data());
-  args.value(K);
-  args.value(N);
-  args.value(static_cast<int>(IndexOp::index_add));
-  args.pointer(err);
-  launch(ctx, kernel(ctx, index_check_name()), blocks_for(ctx, K), kThreads, args.pointers());
+  check_indices(ctx, index, N, IndexOp::index_add, err);
   if (out.data() != x.data()) {
     KILN_CUDA_CHECK(cudaMemcpyAsync(out.data(), x.data(),
                                     static_cast<std::size_t>(out.numel()) * dtype_size(out.dtype),
@@ -101,7 +108,7 @@ void index_add_sorted(Context& ctx, const TensorImpl& x, const TensorImpl& index
   const detail::Handle sorted = device_empty(ctx, {K}, DType::i32);
   const detail::Handle perm = device_empty(ctx, {K}, DType::i32);
   order(ctx, detail::OrderOp::sort, index, detail::OrderParams{}, *sorted, perm.get());
-  args.clear();
+  KernelArgs args;
   args.pointer(sorted->data());
   args.pointer(perm->data());
   args.pointer(address(src));
@@ -188,14 +195,7 @@ void index(Context& ctx, IndexOp op, const TensorImpl& x, int dim, const TensorI
   if (index.numel() > 0) {
     args.clear();
     if (kiln::deterministic()) {
-      args.pointer(index.data());
-      args.value(static_cast<long long>(index.numel()));
-      args.value(N);
-      args.value(op_code);
-      args.pointer(err);
-      launch(ctx, kernel(ctx, index_check_name()), blocks_for(ctx, index.numel()), kThreads,
-             args.pointers());
-      args.clear();
+      check_indices(ctx, index, N, op, err);
       args.pointer(index.data());
       args.pointer(address(*src));
       args.pointer(acc);

@@ -2,12 +2,14 @@
 // and every Highway target, against the host types of include/kiln/half.hpp (themselves checked
 // against a reference in tests/core/test_half_conversion.cpp): all 65,536 patterns of each half
 // type to f32, and f32 to each half type over a sweep of all 2^32 patterns in steps of 251, the
-// ties between neighbouring halves and the floats beside them, bit for bit (NaN: any NaN).
+// ties between neighbouring halves and the floats beside them, bit for bit (NaN: any NaN). And
+// half_row_sum against the host's sum in f32 of the same rows in the same order, rounded once.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "kernel_tables.hpp"
@@ -71,6 +73,39 @@ TEST_P(KernelHalf, F32ToHalfRoundsToNearestEven) {
         ASSERT_EQ(out[i], host_bits(t, in[i]))
             << dtype_name(t) << " x = " << in[i] << " (bits 0x" << std::hex
             << std::bit_cast<std::uint32_t>(in[i]) << ")";
+      }
+    }
+  }
+}
+
+TEST_P(KernelHalf, HalfRowSumEqualsTheHostSumRoundedOnce) {
+  std::mt19937 rng(static_cast<std::uint32_t>(std::random_device{}()));
+  std::uniform_int_distribution<int> any_bits(0, 65535);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  const std::size_t n = 203;  // from an odd offset: unaligned starts and a tail on every target
+  for (DType t : {DType::bf16, DType::f16}) {
+    for (std::size_t count : {0u, 1u, 2u, 7u}) {
+      // Rows of normal values with every 9th element any bit pattern (infinities, NaNs,
+      // subnormals, signed zeros, values that overflow when summed).
+      std::vector<std::vector<std::uint16_t>> rows(count + 1, std::vector<std::uint16_t>(n + 1));
+      for (auto& row : rows)
+        for (std::size_t i = 0; i < row.size(); ++i)
+          row[i] =
+              i % 9 == 4 ? static_cast<std::uint16_t>(any_bits(rng)) : host_bits(t, normal(rng));
+      std::vector<const std::uint16_t*> terms;
+      for (std::size_t q = 1; q <= count; ++q) terms.push_back(rows[q].data() + 1);
+      std::vector<std::uint16_t> out(n + 1, 0x7c01);  // poison: an f16 NaN, a bf16 value
+      table().half_row_sum(t, rows[0].data() + 1, terms.data(), count, out.data() + 1, n);
+      EXPECT_EQ(out[0], 0x7c01) << "wrote before out";
+      for (std::size_t i = 1; i <= n; ++i) {
+        float want = host_value(t, rows[0][i]);
+        for (std::size_t q = 1; q <= count; ++q) want += host_value(t, rows[q][i]);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(host_value(t, out[i]))) << dtype_name(t) << " element " << i;
+        } else {
+          ASSERT_EQ(out[i], host_bits(t, want))
+              << dtype_name(t) << " count " << count << " element " << i;
+        }
       }
     }
   }

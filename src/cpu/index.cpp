@@ -118,9 +118,9 @@ void scatter_into(const Geometry& g, const std::int32_t* idx, const T* x, const 
 // index_add: each row of out is x's row plus, where indices name it, its src rows in increasing
 // k (a stable counting sort of the indices lists them), in one pass over the rows: every
 // destination sums in index order, as scatter_into's do, without converting all of x into an
-// accumulator or walking every k per block of features. A half-type row is summed in an f32
-// buffer with the table's SIMD conversions and rounded once. Tasks own rows, so the result does
-// not depend on the threads.
+// accumulator or walking every k per block of features. A half-type row is summed in f32 by the
+// table's half_row_sum, one pass over x's row and its src rows, and rounded once. Tasks own rows,
+// so the result does not depend on the threads.
 template <class T>
 void add_rows(const Geometry& g, const std::int32_t* idx, const T* x, const T* src, T* out, DType t,
               const KernelTable& kernels) {
@@ -133,7 +133,7 @@ void add_rows(const Geometry& g, const std::int32_t* idx, const T* x, const T* s
   const auto size = static_cast<std::size_t>(g.inner);
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, g.inner));
   parallel_for(g.outer * g.n, grain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> acc, term;
+    std::vector<const std::uint16_t*> rows;  // a half-type destination row's src rows
     for (std::int64_t r = begin; r < end; ++r) {
       const std::int64_t o = r / g.n, n = r % g.n;
       const T* from = x + r * g.inner;
@@ -148,14 +148,10 @@ void add_rows(const Geometry& g, const std::int32_t* idx, const T* x, const T* s
       };
       if constexpr (is_half_type<T>) {
         const auto bits = [](const T* p) { return reinterpret_cast<const std::uint16_t*>(p); };
-        acc.resize(size);
-        term.resize(size);
-        kernels.half_to_f32(t, bits(from), acc.data(), size);
-        terms([&](const T* row) {
-          kernels.half_to_f32(t, bits(row), term.data(), size);
-          for (std::size_t i = 0; i < size; ++i) acc[i] += term[i];
-        });
-        kernels.f32_to_half(t, acc.data(), reinterpret_cast<std::uint16_t*>(dst), size);
+        rows.clear();
+        terms([&](const T* row) { rows.push_back(bits(row)); });
+        kernels.half_row_sum(t, bits(from), rows.data(), rows.size(),
+                             reinterpret_cast<std::uint16_t*>(dst), size);
       } else {
         std::memcpy(dst, from, size * sizeof(T));
         terms([&](const T* row) {

@@ -40,6 +40,10 @@ struct KernelTable {
   // them, rounded to nearest even as include/kiln/half.hpp rounds (NaN stays NaN).
   void (*half_to_f32)(DType t, const std::uint16_t* in, float* out, std::size_t n);
   void (*f32_to_half)(DType t, const float* in, std::uint16_t* out, std::size_t n);
+  // n elements of half type t: out = x + terms[0] + ... + terms[count - 1], each element summed
+  // in f32 in that order and rounded once (index_add's destination rows, in one pass).
+  void (*half_row_sum)(DType t, const std::uint16_t* x, const std::uint16_t* const* terms,
+                       std::size_t count, std::uint16_t* out, std::size_t n);
   // The reduction op of each of `rows` adjacent f32 rows of len elements at p (the last dim of a
   // contiguous [rows, len]) into out: f32, or i32 indices for argmax/argmin. Each row's elements
   // are taken in order as src/cpu/reduce.cpp's short-row loop takes them, bit for bit. Returns

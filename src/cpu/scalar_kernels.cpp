@@ -237,11 +237,24 @@ void f32_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n) {
                               : kiln::detail::float_to_f16_bits(in[i]);
 }
 
+void half_row_sum(DType t, const std::uint16_t* x, const std::uint16_t* const* terms,
+                  std::size_t count, std::uint16_t* out, std::size_t n) {
+  const bool bf16 = t == DType::bf16;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto widen = [&](std::uint16_t h) {
+      return bf16 ? kiln::detail::bf16_bits_to_float(h) : kiln::detail::f16_bits_to_float(h);
+    };
+    float acc = widen(x[i]);
+    for (std::size_t q = 0; q < count; ++q) acc += widen(terms[q][i]);
+    out[i] = bf16 ? kiln::detail::float_to_bf16_bits(acc) : kiln::detail::float_to_f16_bits(acc);
+  }
+}
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
   static const KernelTable table{[] { return "scalar"; }, unary, binary, where, half_to_f32,
-                                 f32_to_half,
+                                 f32_to_half, half_row_sum,
                                  // Short rows: reduce.cpp's own loop reduces every row.
                                  [](kiln::detail::Reduction, const float*, std::int64_t, int,
                                     void*) -> std::int64_t { return 0; }};

@@ -17,6 +17,8 @@ void simd_binary(ir::Op op, DType in, Lanes a, Lanes b, void* out, std::size_t n
 void simd_where(DType t, Lanes cond, Lanes a, Lanes b, void* out, std::size_t n);
 void simd_half_to_f32(DType t, const std::uint16_t* in, float* out, std::size_t n);
 void simd_f32_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n);
+void simd_half_row_sum(DType t, const std::uint16_t* x, const std::uint16_t* const* terms,
+                       std::size_t count, std::uint16_t* out, std::size_t n);
 std::int64_t simd_short_rows(kiln::detail::Reduction op, const float* p, std::int64_t rows, int len,
                              void* out);
 

@@ -1,4 +1,5 @@
-// The SIMD conversions between the half types (bf16, f16) and f32 lanes, compiled for every
+// The SIMD conversions between the half types (bf16, f16) and f32 lanes (and a sum of half rows
+// computed through them), compiled for every
 // target Highway can attain and dispatched at run time (simd_kernels.cpp has the table).
 //
 // Written in integer operations rather than with Highway's DemoteTo: the Highway Debian 12
@@ -119,6 +120,41 @@ void F32ToHalfImpl(DType t, const float* in, std::uint16_t* out, std::size_t n) 
                               : kiln::detail::float_to_f16_bits(in[i]);
 }
 
+// out = x + terms[0] + ... + terms[count - 1], each element summed in f32 in that order and
+// rounded once: one pass over the rows, for index_add's destination rows.
+template <bool kBf16>
+void HalfRowSum(const std::uint16_t* x, const std::uint16_t* const* terms, std::size_t count,
+                std::uint16_t* out, std::size_t n) {
+  const DF df;
+  const DU du;
+  const DH dh;
+  const std::size_t N = hn::Lanes(df);
+  auto widen = [&](const std::uint16_t* p) {
+    const VU h = hn::PromoteTo(du, hn::LoadU(dh, p));
+    return hn::BitCast(df, kBf16 ? Bf16ToF32Bits(h) : F16ToF32Bits(h));
+  };
+  std::size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto acc = widen(x + i);
+    for (std::size_t q = 0; q < count; ++q) acc = hn::Add(acc, widen(terms[q] + i));
+    const VU u = hn::BitCast(du, acc);
+    const VU h = kBf16 ? F32BitsToBf16(u) : F32BitsToF16(u);
+    hn::StoreU(hn::DemoteTo(dh, hn::BitCast(DI(), h)), dh, out + i);
+  }
+  for (; i < n; ++i) {
+    auto widen1 = kBf16 ? kiln::detail::bf16_bits_to_float : kiln::detail::f16_bits_to_float;
+    float acc = widen1(x[i]);
+    for (std::size_t q = 0; q < count; ++q) acc += widen1(terms[q][i]);
+    out[i] = kBf16 ? kiln::detail::float_to_bf16_bits(acc) : kiln::detail::float_to_f16_bits(acc);
+  }
+}
+
+void HalfRowSumImpl(DType t, const std::uint16_t* x, const std::uint16_t* const* terms,
+                    std::size_t count, std::uint16_t* out, std::size_t n) {
+  if (t == DType::bf16) return HalfRowSum<true>(x, terms, count, out, n);
+  HalfRowSum<false>(x, terms, count, out, n);
+}
+
 }  // namespace kiln::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -127,6 +163,7 @@ namespace kiln::cpu {
 
 HWY_EXPORT(HalfToF32Impl);
 HWY_EXPORT(F32ToHalfImpl);
+HWY_EXPORT(HalfRowSumImpl);
 
 void simd_half_to_f32(DType t, const std::uint16_t* in, float* out, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(HalfToF32Impl)(t, in, out, n);
@@ -134,6 +171,11 @@ void simd_half_to_f32(DType t, const std::uint16_t* in, float* out, std::size_t 
 
 void simd_f32_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(F32ToHalfImpl)(t, in, out, n);
+}
+
+void simd_half_row_sum(DType t, const std::uint16_t* x, const std::uint16_t* const* terms,
+                       std::size_t count, std::uint16_t* out, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(HalfRowSumImpl)(t, x, terms, count, out, n);
 }
 
 }  // namespace kiln::cpu

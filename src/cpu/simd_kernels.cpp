@@ -19,6 +19,7 @@ const KernelTable& simd_kernels() {
                                  simd_where,
                                  simd_half_to_f32,
                                  simd_f32_to_half,
+                                 simd_half_row_sum,
                                  simd_short_rows};
   return table;
 }

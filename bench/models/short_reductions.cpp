@@ -3,7 +3,8 @@
 // copy of the same bytes, and beside the same sum written element-wise over the columns (one
 // fused kernel). Then the program the issue found slower fused than unfused: a named
 // intermediate that a reduction consumes, `d = x[:, None] - c[None]; r = (d * d).sum(2)` with d
-// alive when the group closes, timed with fusion on and off.
+// alive when the group closes, timed with fusion on and off. Last, the column sums of GPT-2
+// small's bias gradients (sum over dim 0 of [16384, n], bf16 and f32), beside the copy.
 //
 //   kiln_short_reductions [--device cuda|cpu] [--rows 1000000] [--runs 10] [--batch 20]
 #include <cstdio>
@@ -90,6 +91,25 @@ int main(int argc, char** argv) {
           kept = sum_of_columns(x);
           sync();
         }));
+  }
+  // Column sums: a thread-per-column reduction over a strided dim (src/cuda/reduce.cpp).
+  for (const kiln::DType t : {kiln::DType::bf16, kiln::DType::f32}) {
+    for (const std::int64_t n : {768, 3072}) {
+      const std::int64_t m = 16384;
+      const auto g =
+          Tensor<2>::random({m, n}, kiln::Distribution::uniform(-1, 1), o.device, 4).to(t);
+      Tensor<1> kept = g.sum(0);
+      sync();
+      const double bytes = static_cast<double>((m + 1) * n * kiln::dtype_size(t));
+      const double copy =
+          kiln_bench::copy_seconds(o.device, o.runs, o.batch, static_cast<std::size_t>(bytes));
+      const double s = time([&] { kept = g.sum(0); });
+      char name[48];
+      std::snprintf(name, sizeof name, "sum(0) [16384, %lld] %s", static_cast<long long>(n),
+                    kiln::dtype_name(t));
+      std::printf("%-36s %10.1f %10.1f %10.1f %9.2f\n", name, s * 1e6, bytes / s / 1e9,
+                  bytes / copy / 1e9, copy / s);
+    }
   }
   // The named intermediate: d [rows, 8, 2] is kept, r reduces it.
   const auto x = Tensor<2>::random({o.rows, 2}, kiln::Distribution::uniform(-1, 1), o.device, 2);

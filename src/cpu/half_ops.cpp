@@ -31,14 +31,17 @@ Handle f32_copy(const TensorImpl& x, const KernelTable& kernels) {
 void reduce_half(detail::ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out,
                  const KernelTable& kernels) {
   detail::check_reduce_call(op, x, dim, out);
-  const Handle xf = f32_copy(x, kernels);
-  if (!is_half(out.dtype)) {
-    reduce(op, *xf, dim, out, kernels);  // arg*: i32 indices
-    return;
-  }
-  const Handle of = host_empty(out.shape, DType::f32);
-  reduce(op, *xf, dim, *of, kernels);
-  convert(*of, out, kernels);
+  // f32 results (arg*: i32 indices) straight into out; a half-type result rounded once after.
+  const Handle of = is_half(out.dtype) ? host_empty(out.shape, DType::f32) : nullptr;
+  const TensorImpl& result = of ? *of : out;
+  // x widened as the loops read it (the prologue path: no f32 copy of x is allocated and
+  // written), or, for the one layout that path declines, an f32 copy.
+  ir::Program widen;
+  widen.output(widen.cast(widen.input(x.dtype), DType::f32));
+  const TensorImpl* in[] = {&x};
+  if (!reduce_prologue(op, detail::Prologue{widen, in, {}, x.shape}, dim, result, kernels))
+    reduce(op, *f32_copy(x, kernels), dim, result, kernels);
+  if (of) convert(*of, out, kernels);
 }
 
 void matmul_half(const TensorImpl& a, const TensorImpl& c, const TensorImpl& out,

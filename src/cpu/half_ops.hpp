@@ -7,8 +7,8 @@
 
 namespace kiln::cpu {
 
-// Backend::reduce for a half-type x: reduces an f32 copy of x (sums in double, as f32's) and
-// rounds the result once into out.
+// Backend::reduce for a half-type x: reduces x's values widened to f32 (sums in double, as
+// f32's) and rounds the result once into out.
 void reduce_half(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
                  const detail::TensorImpl& out, const KernelTable& kernels);
 

@@ -53,9 +53,11 @@ constexpr std::int64_t kTaskWork = 32768;
 constexpr std::int64_t kRowBlock = 32768;
 // At most this many (output, block) partial results of the row loop.
 constexpr std::int64_t kMaxRowPartials = 4096;
-// The column loop: its accumulators per tile (half of L1, so that the input rows stream past
-// them), the least dense extent worth it, and its row block.
-constexpr std::size_t kTileBytes = 16384;
+// The column loop: its accumulators per tile (a row of up to 4096 f32 sums is one tile, so that
+// a task reads whole rows in address order: tiles of 2048 of a 3072-wide row's columns left the
+// hardware prefetcher behind, 0.38 of the copy's speed against 0.67 on a 2-core EPYC), the least
+// dense extent worth it, and its row block.
+constexpr std::size_t kTileBytes = 32768;
 constexpr std::int64_t kMinColumns = 16;
 constexpr std::int64_t kColumnBlock = 512;
 // At most this many (tile, block) partial results of the column loop.

@@ -282,12 +282,12 @@ void evaluate_block(const Program& p, const cpu::KernelTable& k, const Dims& sha
     const DType t = compute_dtype(node.dtype);
     if (node.op == Op::cast) {
       // A half-type operand may hold an unrounded f32 value (an intermediate of a fused group),
-      // so a cast first rounds it to that type: the value a stored result would have. Then the
-      // computed dtypes convert, and a half-type result is rounded: the value an explicit cast
-      // stores.
+      // so a cast first rounds it to that type: the value a stored result would have (an input
+      // was loaded from such values: nothing to round). Then the computed dtypes convert, and a
+      // half-type result is rounded: the value an explicit cast stores.
       const DType from = p.dtype(node.a);
       cpu::Lanes src = value[node.a];
-      if (is_half(from)) {
+      if (is_half(from) && p.nodes[node.a].op != Op::input) {
         round_lanes(k, from, static_cast<const float*>(src.p), reinterpret_cast<float*>(out),
                     count);
         src = {out, src.splat};

@@ -65,7 +65,7 @@ void CpuBackend::reduce(detail::ReduceOp op, const detail::TensorImpl& x, int di
 
 bool CpuBackend::reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                                  detail::Out out) {
-  // A half-type value is reduced from memory (reduce_half's f32 copy), not fused.
+  // A half-type value is reduced from memory (reduce_half), not fused.
   if (is_half(detail::prologue_value(prologue).dtype)) return false;
   return cpu::reduce_prologue(op, prologue, dim, *out, live_kernels());
 }

@@ -5,7 +5,7 @@
 // instead, by (o, a block of i): each task owns out[o, :, i0:i1] and walks k in increasing order;
 // index_add gives each row of out to one task: x's row, plus the src rows indices name for it in
 // increasing k. Every destination sums its contributions in index order whatever the threads:
-// the CPU is deterministic always. Half types accumulate in an f32 copy and round once;
+// the CPU is deterministic always. Half types accumulate in f32 and round once;
 // i32 sums wrap as two's complement. Every index is checked before anything is written, so a bad
 // one raises at once and leaves out unwritten.
 #include <cstring>

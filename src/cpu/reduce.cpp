@@ -623,7 +623,7 @@ void dispatch_dtype(DType t, ReduceOp op, const Arg0& a, const Dims& shape, cons
       return dispatch<bool, Src>(op, a, shape, strides, dim, out, kernels);
     case DType::bf16:
     case DType::f16:
-      break;  // reduce_half reduces an f32 copy
+      break;  // reduce_half reduces the values widened to f32
   }
   throw InternalError(std::string("cpu reduce: no kernel reads ") + dtype_name(t));
 }

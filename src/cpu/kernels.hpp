@@ -1,5 +1,6 @@
 // Block kernels of the CPU backend: one element-wise IR op over n contiguous 32-bit lanes (and
-// the reductions of short f32 rows, which need SIMD shuffles the compiler does not find).
+// the reductions of short f32 rows, which need SIMD shuffles the compiler does not find, and
+// index_add's sum of half-type rows, which needs the half conversions).
 //
 // The CPU evaluator (src/cpu/cpu_evaluator.cpp) runs a Program over blocks of a few thousand
 // elements; for each node it calls one of these on the block. Inside a block every value is

@@ -240,10 +240,10 @@ void f32_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n) {
 void half_row_sum(DType t, const std::uint16_t* x, const std::uint16_t* const* terms,
                   std::size_t count, std::uint16_t* out, std::size_t n) {
   const bool bf16 = t == DType::bf16;
+  auto widen = [bf16](std::uint16_t h) {
+    return bf16 ? kiln::detail::bf16_bits_to_float(h) : kiln::detail::f16_bits_to_float(h);
+  };
   for (std::size_t i = 0; i < n; ++i) {
-    auto widen = [&](std::uint16_t h) {
-      return bf16 ? kiln::detail::bf16_bits_to_float(h) : kiln::detail::f16_bits_to_float(h);
-    };
     float acc = widen(x[i]);
     for (std::size_t q = 0; q < count; ++q) acc += widen(terms[q][i]);
     out[i] = bf16 ? kiln::detail::float_to_bf16_bits(acc) : kiln::detail::float_to_f16_bits(acc);

@@ -1,6 +1,6 @@
-// The SIMD conversions between the half types (bf16, f16) and f32 lanes (and a sum of half rows
-// computed through them), compiled for every
-// target Highway can attain and dispatched at run time (simd_kernels.cpp has the table).
+// The SIMD conversions between the half types (bf16, f16) and f32 lanes, and a sum of half rows
+// computed through them, compiled for every target Highway can attain and dispatched at run time
+// (simd_kernels.cpp has the table).
 //
 // Written in integer operations rather than with Highway's DemoteTo: the Highway Debian 12
 // ships truncates f32 to bf16, and its f16 emulation (targets without F16C) truncates too;

@@ -54,6 +54,13 @@ Tensor<1> sum_of_columns(const Tensor<2>& x) {
   return s.squeeze(1);
 }
 
+// One table row: seconds a call s for `bytes` moved, beside the copy's seconds for them.
+void print_row(const std::string& name, double s, double bytes, double copy) {
+  std::printf("%-36s %10.1f %10.1f %10.1f %9.2f\n", name.c_str(), s * 1e6, bytes / s / 1e9,
+              bytes / copy / 1e9, copy / s);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,11 +78,7 @@ int main(int argc, char** argv) {
     const double bytes = static_cast<double>(o.rows * (w + 1) * 4);
     const double copy =
         kiln_bench::copy_seconds(o.device, o.runs, o.batch, static_cast<std::size_t>(bytes));
-    auto row = [&](const std::string& name, double s) {
-      std::printf("%-36s %10.1f %10.1f %10.1f %9.2f\n", name.c_str(), s * 1e6, bytes / s / 1e9,
-                  bytes / copy / 1e9, copy / s);
-      std::fflush(stdout);
-    };
+    auto row = [&](const std::string& name, double s) { print_row(name, s, bytes, copy); };
     char shape[48];
     std::snprintf(shape, sizeof shape, " [%lld, %lld]", static_cast<long long>(o.rows),
                   static_cast<long long>(w));
@@ -107,8 +110,7 @@ int main(int argc, char** argv) {
       char name[48];
       std::snprintf(name, sizeof name, "sum(0) [16384, %lld] %s", static_cast<long long>(n),
                     kiln::dtype_name(t));
-      std::printf("%-36s %10.1f %10.1f %10.1f %9.2f\n", name, s * 1e6, bytes / s / 1e9,
-                  bytes / copy / 1e9, copy / s);
+      print_row(name, s, bytes, copy);
     }
   }
   // The named intermediate: d [rows, 8, 2] is kept, r reduces it.

@@ -90,34 +90,45 @@ HWY_INLINE VU F32BitsToF16(VU u) {
   return hn::Or(sign, r);
 }
 
-void HalfToF32Impl(DType t, const std::uint16_t* in, float* out, std::size_t n) {
-  const DF df;
-  const DU du;
-  const DH dh;
-  const std::size_t N = hn::Lanes(df);
-  std::size_t i = 0;
-  auto convert = [&](VU h) { return t == DType::bf16 ? Bf16ToF32Bits(h) : F16ToF32Bits(h); };
-  for (; i + N <= n; i += N)
-    hn::StoreU(hn::BitCast(df, convert(hn::PromoteTo(du, hn::LoadU(dh, in + i)))), df, out + i);
-  for (; i < n; ++i)
-    out[i] = t == DType::bf16 ? kiln::detail::bf16_bits_to_float(in[i])
-                              : kiln::detail::f16_bits_to_float(in[i]);
+// A vector of half bits at p widened to f32 lanes, and f32 lanes rounded to half bits at p; and
+// the same for one element (the loops' tails).
+template <bool kBf16>
+HWY_INLINE hn::Vec<DF> LoadHalf(const std::uint16_t* p) {
+  const VU h = hn::PromoteTo(DU(), hn::LoadU(DH(), p));
+  return hn::BitCast(DF(), kBf16 ? Bf16ToF32Bits(h) : F16ToF32Bits(h));
 }
 
-void F32ToHalfImpl(DType t, const float* in, std::uint16_t* out, std::size_t n) {
-  const DF df;
-  const DU du;
-  const DH dh;
-  const std::size_t N = hn::Lanes(df);
+template <bool kBf16>
+HWY_INLINE void StoreHalf(hn::Vec<DF> v, std::uint16_t* p) {
+  const VU u = hn::BitCast(DU(), v);
+  const VU h = kBf16 ? F32BitsToBf16(u) : F32BitsToF16(u);
+  hn::StoreU(hn::DemoteTo(DH(), hn::BitCast(DI(), h)), DH(), p);  // h < 2^16: exact
+}
+
+template <bool kBf16>
+float HalfToF32(std::uint16_t h) {
+  return kBf16 ? kiln::detail::bf16_bits_to_float(h) : kiln::detail::f16_bits_to_float(h);
+}
+
+template <bool kBf16>
+std::uint16_t F32ToHalf(float f) {
+  return kBf16 ? kiln::detail::float_to_bf16_bits(f) : kiln::detail::float_to_f16_bits(f);
+}
+
+template <bool kBf16>
+void Widen(const std::uint16_t* in, float* out, std::size_t n) {
+  const std::size_t N = hn::Lanes(DF());
   std::size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const VU u = hn::BitCast(du, hn::LoadU(df, in + i));
-    const VU h = t == DType::bf16 ? F32BitsToBf16(u) : F32BitsToF16(u);
-    hn::StoreU(hn::DemoteTo(dh, hn::BitCast(DI(), h)), dh, out + i);  // h < 2^16: exact
-  }
-  for (; i < n; ++i)
-    out[i] = t == DType::bf16 ? kiln::detail::float_to_bf16_bits(in[i])
-                              : kiln::detail::float_to_f16_bits(in[i]);
+  for (; i + N <= n; i += N) hn::StoreU(LoadHalf<kBf16>(in + i), DF(), out + i);
+  for (; i < n; ++i) out[i] = HalfToF32<kBf16>(in[i]);
+}
+
+template <bool kBf16>
+void Round(const float* in, std::uint16_t* out, std::size_t n) {
+  const std::size_t N = hn::Lanes(DF());
+  std::size_t i = 0;
+  for (; i + N <= n; i += N) StoreHalf<kBf16>(hn::LoadU(DF(), in + i), out + i);
+  for (; i < n; ++i) out[i] = F32ToHalf<kBf16>(in[i]);
 }
 
 // out = x + terms[0] + ... + terms[count - 1], each element summed in f32 in that order and
@@ -125,28 +136,28 @@ void F32ToHalfImpl(DType t, const float* in, std::uint16_t* out, std::size_t n) 
 template <bool kBf16>
 void HalfRowSum(const std::uint16_t* x, const std::uint16_t* const* terms, std::size_t count,
                 std::uint16_t* out, std::size_t n) {
-  const DF df;
-  const DU du;
-  const DH dh;
-  const std::size_t N = hn::Lanes(df);
-  auto widen = [&](const std::uint16_t* p) {
-    const VU h = hn::PromoteTo(du, hn::LoadU(dh, p));
-    return hn::BitCast(df, kBf16 ? Bf16ToF32Bits(h) : F16ToF32Bits(h));
-  };
+  const std::size_t N = hn::Lanes(DF());
   std::size_t i = 0;
   for (; i + N <= n; i += N) {
-    auto acc = widen(x + i);
-    for (std::size_t q = 0; q < count; ++q) acc = hn::Add(acc, widen(terms[q] + i));
-    const VU u = hn::BitCast(du, acc);
-    const VU h = kBf16 ? F32BitsToBf16(u) : F32BitsToF16(u);
-    hn::StoreU(hn::DemoteTo(dh, hn::BitCast(DI(), h)), dh, out + i);
+    auto acc = LoadHalf<kBf16>(x + i);
+    for (std::size_t q = 0; q < count; ++q) acc = hn::Add(acc, LoadHalf<kBf16>(terms[q] + i));
+    StoreHalf<kBf16>(acc, out + i);
   }
   for (; i < n; ++i) {
-    auto widen1 = kBf16 ? kiln::detail::bf16_bits_to_float : kiln::detail::f16_bits_to_float;
-    float acc = widen1(x[i]);
-    for (std::size_t q = 0; q < count; ++q) acc += widen1(terms[q][i]);
-    out[i] = kBf16 ? kiln::detail::float_to_bf16_bits(acc) : kiln::detail::float_to_f16_bits(acc);
+    float acc = HalfToF32<kBf16>(x[i]);
+    for (std::size_t q = 0; q < count; ++q) acc += HalfToF32<kBf16>(terms[q][i]);
+    out[i] = F32ToHalf<kBf16>(acc);
   }
+}
+
+void HalfToF32Impl(DType t, const std::uint16_t* in, float* out, std::size_t n) {
+  if (t == DType::bf16) return Widen<true>(in, out, n);
+  Widen<false>(in, out, n);
+}
+
+void F32ToHalfImpl(DType t, const float* in, std::uint16_t* out, std::size_t n) {
+  if (t == DType::bf16) return Round<true>(in, out, n);
+  Round<false>(in, out, n);
 }
 
 void HalfRowSumImpl(DType t, const std::uint16_t* x, const std::uint16_t* const* terms,

@@ -367,6 +367,49 @@ TEST_F(CpuReduce, SimdShortRowsEqualTheLoopBitForBit) {
     }
   }
 }
+
+// Column sums (x.sum(0) of a matrix, a dim of rows of columns) are the SIMD table's column_sums
+// (simd_columns.cpp) on every target this CPU has: the same bits as the scalar table's loop over
+// signed zeros, infinities and NaNs; widths that leave vector tails, and one wider than the loop's
+// 4096-column tile; row counts of one, under one block and over several; a middle dim reduced.
+TEST_F(CpuReduce, SimdColumnSumsEqualTheLoopBitForBit) {
+  kt::ConfigGuard guard;
+  const float specials[] = {0.0f, -0.0f, 1e30f, -1.0f, INFINITY, -INFINITY, NAN, 0.5f};
+  std::uniform_int_distribution<int> pick(0, 31);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const Dims shapes[] = {{1, 37}, {3, 16}, {700, 21}, {2049, 771}, {5, 4099}, {4, 1300, 19}};
+  for (const Dims& shape : shapes) {
+    const std::int64_t n = kiln::detail::numel(shape);
+    const std::int64_t rows = shape[shape.size() - 2], width = shape.back();
+    Input in = make_view(shape, kiln::detail::contiguous_strides(shape), 0, n, DType::f32,
+                         Values::wide, rng_);
+    float* x = static_cast<float*>(in.base->data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      // Specials in the first two rows and the last only, so that most sums stay finite.
+      const std::int64_t row = i / width % rows;
+      const int k = row < 2 || row == rows - 1 ? pick(rng_) : 8;
+      x[i] = k < 8 ? specials[k] : u(rng_);
+      in.values[static_cast<std::size_t>(i)] = x[i];
+    }
+    const int dim = static_cast<int>(shape.size()) - 2;
+    const auto want = reference(DType::f32, in, dim);
+    for (const std::string& target : kiln::detail::simd_targets()) {
+      kiln::set_config({.simd_target = target});
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
+        SCOPED_TRACE(target + " " + kiln::format_dims(shape) + " " + kiln::detail::reduce_name(op));
+        const auto simd = run(op, in.view, dim, kiln::cpu::simd_kernels());
+        const auto loop = run(op, in.view, dim, kiln::cpu::scalar_kernels());
+        for (std::size_t c = 0; c < simd.size(); ++c) {
+          const bool same = std::isnan(loop[c]) ? std::isnan(simd[c])
+                                                : simd[c] == loop[c] && std::signbit(simd[c]) ==
+                                                                            std::signbit(loop[c]);
+          ASSERT_TRUE(same) << "column " << c << ": simd " << simd[c] << ", loop " << loop[c];
+        }
+        EXPECT_TRUE(agrees(op, DType::f32, simd, want[static_cast<int>(op)]));
+      }
+    }
+  }
+}
 #endif
 
 TEST_F(CpuReduce, NaNPropagatesLikeNumPy) {

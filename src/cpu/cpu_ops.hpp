@@ -11,6 +11,10 @@ namespace kiln::cpu {
 // Backend::reduce, with the kernels whose short_rows reduces short f32 rows.
 void reduce(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
             const detail::TensorImpl& out, const KernelTable& kernels);
+// Backend::reduce of a contiguous half-type x into f32 results (i32 for argmax/argmin), its
+// values widened as the loops read them; false (nothing done) for a layout it does not read.
+bool reduce_widened(detail::ReduceOp op, const detail::TensorImpl& x, int dim,
+                    const detail::TensorImpl& out, const KernelTable& kernels);
 // Backend::reduce_prologue, with the element-wise kernels to evaluate the prologue with.
 bool reduce_prologue(detail::ReduceOp op, const detail::Prologue& prologue, int dim,
                      const detail::TensorImpl& out, const KernelTable& kernels);

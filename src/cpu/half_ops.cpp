@@ -34,12 +34,9 @@ void reduce_half(detail::ReduceOp op, const TensorImpl& x, int dim, const Tensor
   // f32 results (arg*: i32 indices) straight into out; a half-type result rounded once after.
   const Handle of = is_half(out.dtype) ? host_empty(out.shape, DType::f32) : nullptr;
   const TensorImpl& result = of ? *of : out;
-  // x widened as the loops read it (the prologue path: no f32 copy of x is allocated and
-  // written), or, for the one layout that path declines, an f32 copy.
-  ir::Program widen;
-  widen.output(widen.cast(widen.input(x.dtype), DType::f32));
-  const TensorImpl* in[] = {&x};
-  if (!reduce_prologue(op, detail::Prologue{widen, in, {}, x.shape}, dim, result, kernels))
+  // x widened as the loops read it (no f32 copy of x is allocated and written), or, for a
+  // layout that path declines, an f32 copy.
+  if (!reduce_widened(op, x, dim, result, kernels))
     reduce(op, *f32_copy(x, kernels), dim, result, kernels);
   if (of) convert(*of, out, kernels);
 }

@@ -1,6 +1,7 @@
 // Block kernels of the CPU backend: one element-wise IR op over n contiguous 32-bit lanes (and
-// the reductions of short f32 rows, which need SIMD shuffles the compiler does not find, and
-// index_add's sum of half-type rows, which needs the half conversions).
+// the reductions of short f32 rows, which need SIMD shuffles the compiler does not find, column
+// sums, which the baseline target runs two doubles at a time, and index_add's sum of half-type
+// rows, which needs the half conversions).
 //
 // The CPU evaluator (src/cpu/cpu_evaluator.cpp) runs a Program over blocks of a few thousand
 // elements; for each node it calls one of these on the block. Inside a block every value is
@@ -51,6 +52,12 @@ struct KernelTable {
   // how many leading rows it reduced (0 for a len it has no kernel for); the caller does the rest.
   std::int64_t (*short_rows)(kiln::detail::Reduction op, const float* p, std::int64_t rows, int len,
                              void* out);
+  // Column sums: each of k f32 rows of cols elements, `step` floats apart from p, added in order
+  // into the f64 sums acc[0, cols) (with first, acc starts at row 0's values), bit for bit as
+  // src/cpu/reduce.cpp's column loop adds them. Returns false (nothing done) where the table has
+  // no kernel for it; the caller then sums.
+  bool (*column_sums)(const float* p, std::int64_t k, std::int64_t step, std::int64_t cols,
+                      bool first, double* acc);
 };
 
 // Highway kernels for the best target this CPU supports, or the best at or under the cap.

@@ -8,16 +8,18 @@
 //            it); the others walk memory in address order, so a transposed x reads densely.
 //   columns: when the kept innermost dim is dense and the reduced dim is not (x.sum(0) of a
 //            matrix), a tile of adjacent outputs is accumulated one input row at a time, so
-//            every read is contiguous.
+//            every read is contiguous (f32 sums by the kernel table's column_sums, with SIMD).
 // A long reduction is cut into blocks whose boundaries depend only on the sizes, and the
 // blocks' partial results are combined in order: results never depend on the thread count.
 //
-// The values come from x's memory or from an element-wise prologue (the fusion decorator's
-// open group: reduce_prologue). Then the reduced tensor is contiguous and the loops ask the
-// prologue for the dense run each step reads (a row segment of at most kRowBlock elements, or up
-// to kBlock elements of adjacent tile rows), which ir::RangeEvaluator computes blockwise into a
-// per-thread buffer that stays in cache. The loops, their blocks and their accumulators are
-// the same as over memory, so a fused reduction equals the unfused one bit for bit.
+// The values come from x's memory, from a half-type x's memory widened to f32 as they are read
+// (reduce_widened), or from an element-wise prologue (the fusion decorator's open group:
+// reduce_prologue). In the last two the reduced tensor is contiguous and the loops ask the
+// source for the dense run each step reads (a row segment of at most kRowBlock elements, or up
+// to kBlock elements of adjacent tile rows), which the conversion or ir::RangeEvaluator (blockwise)
+// computes into a per-thread buffer that stays in cache. The loops, their blocks and their
+// accumulators are the same as over memory, so a fused reduction equals the unfused one bit for
+// bit.
 //
 // Accuracy: f32 sums and means accumulate in double (8 interleaved accumulators on the fast
 // path, per piece of kPiece elements), so the only error that grows with n is double rounding: a
@@ -39,6 +41,7 @@
 #include "cpu/cpu_evaluator.hpp"
 #include "cpu/cpu_ops.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/reduce_sources.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cpu {
@@ -77,54 +80,9 @@ constexpr std::int64_t kPiece = ir::kBlock;
 using detail::for_each_run;
 using detail::Layout;
 using detail::Odometer;
-
-// ---- where the values come from ----
-
-// A source hands each thread a reader; reader.at(off, n, stride) points at the values of
-// elements off, off + stride, ..., off + (n - 1) * stride of the reduced tensor's layout (valid
-// until the next call), to be read with that same stride.
-template <class T>
-struct MemorySource {
-  explicit MemorySource(const void* data) : x(static_cast<const T*>(data)) {}
-  const T* x;
-  struct Reader {
-    const T* x;
-    const T* at(std::int64_t off, std::int64_t, std::int64_t) const { return x + off; }
-  };
-  Reader reader() const { return {x}; }
-};
-
-// The prologue's values, evaluated on demand into the reader's buffer. It always evaluates
-// whole blocks of ir::kBlock elements at the positions evaluate_cpu's blocks have, because a
-// SIMD kernel may take a per-vector path (Highway's log or the scalar one, say): so every
-// value equals the one the unfused group would have written, bit for bit. The blocks last
-// evaluated are kept, so that the short rows of a block reuse them.
-template <class T>
-struct PrologueSource {
-  const ir::RangeEvaluator& eval;
-  std::int64_t total;  // elements of the reduced tensor
-  struct Reader {
-    const ir::RangeEvaluator& eval;
-    std::int64_t total;
-    ir::RangeEvaluator::Scratch scratch;
-    std::unique_ptr<T[]> buf;
-    std::int64_t capacity = 0, first = 0, last = 0;  // buf holds elements [first, last)
-    const T* at(std::int64_t off, std::int64_t n, std::int64_t stride) {
-      const std::int64_t end = off + (n > 0 ? (n - 1) * stride + 1 : 0);  // stride > 0
-      if (off < first || end > last) {
-        first = off / ir::kBlock * ir::kBlock;
-        last = std::min(total, (end + ir::kBlock - 1) / ir::kBlock * ir::kBlock);
-        if (last - first > capacity) {
-          capacity = last - first;
-          buf = std::make_unique<T[]>(static_cast<std::size_t>(capacity));
-        }
-        eval.run(first, last - first, buf.get(), scratch);
-      }
-      return buf.get() + (off - first);
-    }
-  };
-  Reader reader() const { return {eval, total, eval.scratch(), nullptr}; }
-};
+using reduce_sources::MemorySource;
+using reduce_sources::PrologueSource;
+using reduce_sources::WidenedSource;
 
 // ---- the reductions, one policy each: Acc is the running state ----
 
@@ -154,6 +112,8 @@ SumAcc<T> to_sum(T v) {
 template <class T>
 struct SumBase {
   static constexpr bool kOrderFree = true;
+  // The kernel table's column_sums adds f32 columns in double as step does.
+  static constexpr bool kColumnSums = std::is_same_v<T, float>;
   using In = T;
   using Acc = SumAcc<T>;
   static Acc first(T v, std::int64_t) { return to_sum(v); }
@@ -231,6 +191,7 @@ template <class T, bool kMax>
 struct Extreme {
   static constexpr ReduceOp kOp = kMax ? ReduceOp::max : ReduceOp::min;
   static constexpr bool kOrderFree = true;
+  static constexpr bool kColumnSums = false;
   using In = T;
   using Out = T;
   struct Acc {
@@ -275,6 +236,7 @@ template <class T, bool kMax>
 struct Arg {
   static constexpr ReduceOp kOp = kMax ? ReduceOp::argmax : ReduceOp::argmin;
   static constexpr bool kOrderFree = false;  // indices count in x's row-major order
+  static constexpr bool kColumnSums = false;
   using In = T;
   using Out = std::int32_t;
   struct Acc {
@@ -511,6 +473,12 @@ struct Reduction {
                      for (std::int64_t l = begin; l < end;) {
                        const std::int64_t k = std::min(fetch, end - l);
                        const T* rows = rd.at(base + l * step, (k - 1) * step + cols, 1);
+                       if constexpr (P::kColumnSums) {
+                         if (kernels.column_sums(rows, k, step, cols, l == begin, acc)) {
+                           l += k;
+                           continue;
+                         }
+                       }
                        for (std::int64_t q = 0; q < k; ++q, ++l) {
                          const T* r = rows + q * step;
                          if (l == begin) {
@@ -582,8 +550,10 @@ template <class T, template <class> class Src, class Arg0>
 Src<T> make_source(const Arg0& a) {
   if constexpr (std::is_same_v<Src<T>, MemorySource<T>>) {
     return Src<T>(a);
-  } else {
+  } else if constexpr (std::is_same_v<Src<T>, PrologueSource<T>>) {
     return Src<T>{a.first, a.second};
+  } else {
+    return a;
   }
 }
 
@@ -636,14 +606,28 @@ void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out,
   dispatch_dtype<MemorySource>(x.dtype, op, x.data(), x.shape, x.strides, dim, out.data(), kernels);
 }
 
+// Whether the loops read dense runs of a tensor of this layout: in every shape but one, a reduced
+// dim that is neither the innermost nor wide enough for the column loop, whose rows interleave.
+bool reads_dense_runs(const Dims& shape, const Dims& strides, int dim, bool order_free) {
+  const Loops l = loops_for(shape, strides, dim, order_free);
+  return dim < 0 || l.columns || l.red.shape.empty() || l.red.strides[0] == 1;
+}
+
+bool reduce_widened(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out,
+                    const KernelTable& kernels) {
+  // A view's runs may have strides (argmax over all of a transposed x walks it row-major): the
+  // reader would widen the memory between their elements too.
+  if (!x.is_contiguous() || !reads_dense_runs(x.shape, x.strides, dim, true)) return false;
+  const WidenedSource<float> source{static_cast<const std::uint16_t*>(x.data()), x.dtype, kernels};
+  dispatch<float, WidenedSource>(op, source, x.shape, x.strides, dim, out.data(), kernels);
+  return true;
+}
+
 bool reduce_prologue(ReduceOp op, const detail::Prologue& p, int dim, const TensorImpl& out,
                      const KernelTable& kernels) {
   const TensorImpl v = detail::prologue_value(p);
   detail::check_reduce_call(op, v, dim, out);
-  // The loops read dense runs of the value in every shape but one: a reduced dim that is
-  // neither the innermost nor wide enough for the column loop, whose rows interleave.
-  const Loops l = loops_for(v.shape, v.strides, dim, true);
-  if (dim >= 0 && !l.columns && !l.red.shape.empty() && l.red.strides[0] != 1) return false;
+  if (!reads_dense_runs(v.shape, v.strides, dim, true)) return false;
   if (v.numel() == 0) {
     dispatch_dtype<MemorySource>(v.dtype, op, static_cast<const void*>(nullptr), v.shape, v.strides,
                                  dim, out.data(), kernels);

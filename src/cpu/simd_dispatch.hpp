@@ -1,6 +1,7 @@
 // The SIMD kernels' entry points, each checking its arguments as kernel_math.hpp does and
 // dispatching to the best target this CPU supports: simd_unary.cpp, simd_binary.cpp,
-// simd_half.cpp and simd_short_rows.cpp define them, simd_kernels.cpp puts them in the table.
+// simd_half.cpp, simd_short_rows.cpp and simd_columns.cpp define them, simd_kernels.cpp puts them
+// in the table.
 #pragma once
 
 #include <cstddef>
@@ -21,5 +22,7 @@ void simd_half_row_sum(DType t, const std::uint16_t* x, const std::uint16_t* con
                        std::size_t count, std::uint16_t* out, std::size_t n);
 std::int64_t simd_short_rows(kiln::detail::Reduction op, const float* p, std::int64_t rows, int len,
                              void* out);
+bool simd_column_sums(const float* p, std::int64_t k, std::int64_t step, std::int64_t cols,
+                      bool first, double* acc);
 
 }  // namespace kiln::cpu

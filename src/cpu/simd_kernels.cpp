@@ -2,8 +2,8 @@
 // and dispatched at run time to the best one this CPU supports (the targets' names and the cap
 // are src/core/simd_targets.hpp's). The kernels themselves: simd_unary.cpp (unary ops and
 // casts), simd_binary.cpp (binary ops, comparisons, where), both built on simd_common-inl.hpp,
-// simd_half.cpp (the half types' conversions) and simd_short_rows.cpp (reductions of short
-// rows).
+// simd_half.cpp (the half types' conversions), simd_short_rows.cpp (reductions of short rows)
+// and simd_columns.cpp (column sums).
 #if KILN_WITH_SIMD
 
 #include "core/simd_targets.hpp"
@@ -20,7 +20,8 @@ const KernelTable& simd_kernels() {
                                  simd_half_to_f32,
                                  simd_f32_to_half,
                                  simd_half_row_sum,
-                                 simd_short_rows};
+                                 simd_short_rows,
+                                 simd_column_sums};
   return table;
 }
 

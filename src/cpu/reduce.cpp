@@ -598,6 +598,13 @@ void dispatch_dtype(DType t, ReduceOp op, const Arg0& a, const Dims& shape, cons
   throw InternalError(std::string("cpu reduce: no kernel reads ") + dtype_name(t));
 }
 
+// Whether the loops read a contiguous tensor in dense runs: in every shape but one, a reduced dim
+// that is neither the innermost nor wide enough for the column loop, whose rows interleave.
+bool reads_dense_runs(const Dims& shape, int dim) {
+  const Loops l = loops_for(shape, detail::contiguous_strides(shape), dim, true);
+  return dim < 0 || l.columns || l.red.shape.empty() || l.red.strides[0] == 1;
+}
+
 }  // namespace
 
 void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out,
@@ -606,18 +613,11 @@ void reduce(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out,
   dispatch_dtype<MemorySource>(x.dtype, op, x.data(), x.shape, x.strides, dim, out.data(), kernels);
 }
 
-// Whether the loops read dense runs of a tensor of this layout: in every shape but one, a reduced
-// dim that is neither the innermost nor wide enough for the column loop, whose rows interleave.
-bool reads_dense_runs(const Dims& shape, const Dims& strides, int dim, bool order_free) {
-  const Loops l = loops_for(shape, strides, dim, order_free);
-  return dim < 0 || l.columns || l.red.shape.empty() || l.red.strides[0] == 1;
-}
-
 bool reduce_widened(ReduceOp op, const TensorImpl& x, int dim, const TensorImpl& out,
                     const KernelTable& kernels) {
   // A view's runs may have strides (argmax over all of a transposed x walks it row-major): the
   // reader would widen the memory between their elements too.
-  if (!x.is_contiguous() || !reads_dense_runs(x.shape, x.strides, dim, true)) return false;
+  if (!x.is_contiguous() || !reads_dense_runs(x.shape, dim)) return false;
   const WidenedSource<float> source{static_cast<const std::uint16_t*>(x.data()), x.dtype, kernels};
   dispatch<float, WidenedSource>(op, source, x.shape, x.strides, dim, out.data(), kernels);
   return true;
@@ -627,7 +627,7 @@ bool reduce_prologue(ReduceOp op, const detail::Prologue& p, int dim, const Tens
                      const KernelTable& kernels) {
   const TensorImpl v = detail::prologue_value(p);
   detail::check_reduce_call(op, v, dim, out);
-  if (!reads_dense_runs(v.shape, v.strides, dim, true)) return false;
+  if (!reads_dense_runs(v.shape, dim)) return false;
   if (v.numel() == 0) {
     dispatch_dtype<MemorySource>(v.dtype, op, static_cast<const void*>(nullptr), v.shape, v.strides,
                                  dim, out.data(), kernels);

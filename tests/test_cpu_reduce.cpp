@@ -3,6 +3,7 @@
 // all; the blocked, short-row and column loops on large shapes; NaN, ties, empty slices, wrapping
 // integer sums, independence from the thread count, the accuracy of a 16M-element sum, and
 // the error paths.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "cpu/cpu_ops.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
+#include "kiln/half.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -137,7 +139,7 @@ std::vector<Expected> reference(DType t, const Input& in, int dim) {
     const double v = in.values[static_cast<std::size_t>(off)];
     State& s = st[static_cast<std::size_t>(o)];
     s.sum += v;
-    s.isum += static_cast<std::int64_t>(std::isfinite(v) ? v : 0);  // integer inputs only
+    if (t != DType::f32) s.isum += static_cast<std::int64_t>(v);  // integer inputs only
     s.magnitude += std::fabs(v);
     if (std::isnan(v) && s.nan_i < 0) s.nan_i = pos;
     // Strict comparisons: the first of equal values wins.
@@ -332,6 +334,21 @@ TEST_F(CpuReduce, ShortRowsTakeTheBlockedLoop) {
 }
 
 #if KILN_WITH_SIMD
+// Whether the SIMD table's results equal the loop's bit for bit (any NaN for a NaN), naming the
+// first that does not (a `what` of the results: row, column).
+::testing::AssertionResult same_bits(const std::vector<double>& simd,
+                                     const std::vector<double>& loop, const char* what) {
+  for (std::size_t i = 0; i < simd.size(); ++i) {
+    const bool same = std::isnan(loop[i])
+                          ? std::isnan(simd[i])
+                          : simd[i] == loop[i] && std::signbit(simd[i]) == std::signbit(loop[i]);
+    if (!same)
+      return ::testing::AssertionFailure()
+             << what << " " << i << ": simd " << simd[i] << ", loop " << loop[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Rows of 2, 4 and 8 f32 are the SIMD table's (simd_short_rows.cpp) on every target this CPU
 // has: the same bits as the scalar table's loop, over signed zeros, infinities, NaNs and ties,
 // with a row count that leaves tails in the blocks and vectors.
@@ -356,56 +373,74 @@ TEST_F(CpuReduce, SimdShortRowsEqualTheLoopBitForBit) {
         SCOPED_TRACE(target + " w " + std::to_string(w) + " " + kiln::detail::reduce_name(op));
         const auto simd = run(op, in.view, 1, kiln::cpu::simd_kernels());
         const auto loop = run(op, in.view, 1, kiln::cpu::scalar_kernels());
-        for (std::size_t r = 0; r < simd.size(); ++r) {
-          const bool same = std::isnan(loop[r]) ? std::isnan(simd[r])
-                                                : simd[r] == loop[r] && std::signbit(simd[r]) ==
-                                                                            std::signbit(loop[r]);
-          ASSERT_TRUE(same) << "row " << r << ": simd " << simd[r] << ", loop " << loop[r];
-        }
+        ASSERT_TRUE(same_bits(simd, loop, "row"));
         EXPECT_TRUE(agrees(op, DType::f32, simd, want[static_cast<int>(op)]));
       }
     }
   }
 }
 
+// reduce_widened's results (f32, a half-type x's values widened) of op over dim, with kernels.
+std::vector<double> run_widened(ReduceOp op, const TensorImpl& x, int dim,
+                                const kiln::cpu::KernelTable& kernels) {
+  Dims out_shape = x.shape;
+  out_shape[static_cast<std::size_t>(dim)] = 1;
+  auto out = kiln::cpu::host_empty(out_shape, DType::f32);
+  float* o = static_cast<float*>(out->data());
+  std::fill(o, o + out->numel(), 7.0f);  // poison
+  EXPECT_TRUE(kiln::cpu::reduce_widened(op, x, dim, *out, kernels));
+  return std::vector<double>(o, o + out->numel());
+}
+
 // Column sums (x.sum(0) of a matrix, a dim of rows of columns) are the SIMD table's column_sums
-// (simd_columns.cpp) on every target this CPU has: the same bits as the scalar table's loop over
-// signed zeros, infinities and NaNs; widths that leave vector tails, and one wider than the loop's
-// 4096-column tile; row counts of one, under one block and over several; a middle dim reduced.
+// (simd_columns.cpp) on every target this CPU has, over f32 memory and over bf16 and f16 memory
+// read directly: the same bits as the scalar table's loop over signed zeros, infinities and NaNs;
+// widths that leave vector tails, and one wider than the loop's 4096-column tile; row counts of
+// one, under one block and over several; a middle dim reduced.
 TEST_F(CpuReduce, SimdColumnSumsEqualTheLoopBitForBit) {
   kt::ConfigGuard guard;
   const float specials[] = {0.0f, -0.0f, 1e30f, -1.0f, INFINITY, -INFINITY, NAN, 0.5f};
   std::uniform_int_distribution<int> pick(0, 31);
   std::uniform_real_distribution<float> u(-1, 1);
   const Dims shapes[] = {{1, 37}, {3, 16}, {700, 21}, {2049, 771}, {5, 4099}, {4, 1300, 19}};
-  for (const Dims& shape : shapes) {
-    const std::int64_t n = kiln::detail::numel(shape);
-    const std::int64_t rows = shape[shape.size() - 2], width = shape.back();
-    Input in = make_view(shape, kiln::detail::contiguous_strides(shape), 0, n, DType::f32,
-                         Values::wide, rng_);
-    float* x = static_cast<float*>(in.base->data());
-    for (std::int64_t i = 0; i < n; ++i) {
-      // Specials in the first two rows and the last only, so that most sums stay finite.
-      const std::int64_t row = i / width % rows;
-      const int k = row < 2 || row == rows - 1 ? pick(rng_) : 8;
-      x[i] = k < 8 ? specials[k] : u(rng_);
-      in.values[static_cast<std::size_t>(i)] = x[i];
-    }
-    const int dim = static_cast<int>(shape.size()) - 2;
-    const auto want = reference(DType::f32, in, dim);
-    for (const std::string& target : kiln::detail::simd_targets()) {
-      kiln::set_config({.simd_target = target});
-      for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
-        SCOPED_TRACE(target + " " + kiln::format_dims(shape) + " " + kiln::detail::reduce_name(op));
-        const auto simd = run(op, in.view, dim, kiln::cpu::simd_kernels());
-        const auto loop = run(op, in.view, dim, kiln::cpu::scalar_kernels());
-        for (std::size_t c = 0; c < simd.size(); ++c) {
-          const bool same = std::isnan(loop[c]) ? std::isnan(simd[c])
-                                                : simd[c] == loop[c] && std::signbit(simd[c]) ==
-                                                                            std::signbit(loop[c]);
-          ASSERT_TRUE(same) << "column " << c << ": simd " << simd[c] << ", loop " << loop[c];
+  for (const DType t : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Dims& shape : shapes) {
+      const std::int64_t n = kiln::detail::numel(shape);
+      const std::int64_t rows = shape[shape.size() - 2], width = shape.back();
+      Input in = make_view(shape, kiln::detail::contiguous_strides(shape), 0, n, DType::f32,
+                           Values::wide, rng_);
+      float* x = static_cast<float*>(in.base->data());
+      auto half = kiln::cpu::host_empty(shape, t == DType::f32 ? DType::bf16 : t);
+      auto* bits = static_cast<std::uint16_t*>(half->data());
+      for (std::int64_t i = 0; i < n; ++i) {
+        // Specials in the first two rows and the last only, so that most sums stay finite.
+        const std::int64_t row = i / width % rows;
+        const int k = row < 2 || row == rows - 1 ? pick(rng_) : 8;
+        x[i] = k < 8 ? specials[k] : u(rng_);
+        if (t != DType::f32) {  // x holds the half value, widened: the reference's
+          bits[i] = t == DType::bf16 ? kiln::detail::float_to_bf16_bits(x[i])
+                                     : kiln::detail::float_to_f16_bits(x[i]);
+          x[i] = t == DType::bf16 ? kiln::detail::bf16_bits_to_float(bits[i])
+                                  : kiln::detail::f16_bits_to_float(bits[i]);
         }
-        EXPECT_TRUE(agrees(op, DType::f32, simd, want[static_cast<int>(op)]));
+        in.values[static_cast<std::size_t>(i)] = x[i];
+      }
+      const int dim = static_cast<int>(shape.size()) - 2;
+      const auto want = reference(DType::f32, in, dim);
+      for (const std::string& target : kiln::detail::simd_targets()) {
+        kiln::set_config({.simd_target = target});
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
+          SCOPED_TRACE(target + " " + kiln::dtype_name(t) + " " + kiln::format_dims(shape) + " " +
+                       kiln::detail::reduce_name(op));
+          const auto simd = t == DType::f32
+                                ? run(op, in.view, dim, kiln::cpu::simd_kernels())
+                                : run_widened(op, *half, dim, kiln::cpu::simd_kernels());
+          const auto loop = t == DType::f32
+                                ? run(op, in.view, dim, kiln::cpu::scalar_kernels())
+                                : run_widened(op, *half, dim, kiln::cpu::scalar_kernels());
+          ASSERT_TRUE(same_bits(simd, loop, "column"));
+          EXPECT_TRUE(agrees(op, DType::f32, simd, want[static_cast<int>(op)]));
+        }
       }
     }
   }

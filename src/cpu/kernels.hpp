@@ -52,11 +52,12 @@ struct KernelTable {
   // how many leading rows it reduced (0 for a len it has no kernel for); the caller does the rest.
   std::int64_t (*short_rows)(kiln::detail::Reduction op, const float* p, std::int64_t rows, int len,
                              void* out);
-  // Column sums: each of k f32 rows of cols elements, `step` floats apart from p, added in order
-  // into the f64 sums acc[0, cols) (with first, acc starts at row 0's values), bit for bit as
-  // src/cpu/reduce.cpp's column loop adds them. Returns false (nothing done) where the table has
-  // no kernel for it; the caller then sums.
-  bool (*column_sums)(const float* p, std::int64_t k, std::int64_t step, std::int64_t cols,
+  // Column sums: each of k rows of cols elements of type t (f32, bf16, f16), `step` elements
+  // apart from p, added in order into the f64 sums acc[0, cols) (with first, acc starts at row 0's
+  // values), each value widened exactly: bit for bit as src/cpu/reduce.cpp's column loop adds the
+  // f32 values. Returns false (nothing done) where the table has no kernel for it; the caller
+  // then sums.
+  bool (*column_sums)(DType t, const void* p, std::int64_t k, std::int64_t step, std::int64_t cols,
                       bool first, double* acc);
 };
 

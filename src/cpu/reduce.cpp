@@ -455,47 +455,47 @@ struct Reduction {
     const std::int64_t tile = std::min(width, kTile);
     std::vector<Acc> partial(blocks > 1 ? static_cast<std::size_t>(groups * blocks * tile) : 0);
     const std::int64_t work = std::min(len, block_len) * tile;
-    parallel_for(groups * blocks, std::max<std::int64_t>(1, kTaskWork / work),
-                 [&](std::int64_t t0, std::int64_t t1) {
-                   Acc acc[kTile];
-                   auto rd = src.reader();
-                   for (std::int64_t t = t0; t < t1; ++t) {
-                     const std::int64_t g = t / blocks, b = t % blocks;
-                     const std::int64_t row = g / tiles, col0 = (g % tiles) * kTile;
-                     const std::int64_t cols = std::min(kTile, width - col0);
-                     const std::int64_t begin = b * block_len,
-                                        end = std::min(len, begin + block_len);
-                     if (begin >= end) continue;
-                     const std::int64_t base = row_offset(row) + col0;
-                     // Rows of a tile as wide as the step are adjacent: fetched together.
-                     const std::int64_t fetch =
-                         step == cols ? std::max<std::int64_t>(1, kRowsFetch / cols) : 1;
-                     for (std::int64_t l = begin; l < end;) {
-                       const std::int64_t k = std::min(fetch, end - l);
-                       const T* rows = rd.at(base + l * step, (k - 1) * step + cols, 1);
-                       if constexpr (P::kColumnSums) {
-                         if (kernels.column_sums(rows, k, step, cols, l == begin, acc)) {
-                           l += k;
-                           continue;
-                         }
-                       }
-                       for (std::int64_t q = 0; q < k; ++q, ++l) {
-                         const T* r = rows + q * step;
-                         if (l == begin) {
-                           for (std::int64_t j = 0; j < cols; ++j) acc[j] = P::first(r[j], l);
-                         } else {
-                           for (std::int64_t j = 0; j < cols; ++j) P::step(acc[j], r[j], l);
-                         }
-                       }
-                     }
-                     if (blocks == 1) {
-                       Out* o = out + row * width + col0;
-                       for (std::int64_t j = 0; j < cols; ++j) o[j] = P::finish(acc[j], len);
-                     } else {
-                       std::copy(acc, acc + cols, partial.begin() + t * tile);
-                     }
-                   }
-                 });
+    parallel_for(
+        groups * blocks, std::max<std::int64_t>(1, kTaskWork / work),
+        [&](std::int64_t t0, std::int64_t t1) {
+          Acc acc[kTile];
+          auto rd = src.reader();
+          for (std::int64_t t = t0; t < t1; ++t) {
+            const std::int64_t g = t / blocks, b = t % blocks;
+            const std::int64_t row = g / tiles, col0 = (g % tiles) * kTile;
+            const std::int64_t cols = std::min(kTile, width - col0);
+            const std::int64_t begin = b * block_len, end = std::min(len, begin + block_len);
+            if (begin >= end) continue;
+            const std::int64_t base = row_offset(row) + col0;
+            // Rows of a tile as wide as the step are adjacent: fetched together.
+            const std::int64_t fetch =
+                step == cols ? std::max<std::int64_t>(1, kRowsFetch / cols) : 1;
+            for (std::int64_t l = begin; l < end;) {
+              const std::int64_t k = std::min(fetch, end - l);
+              if constexpr (P::kColumnSums) {
+                if (rd.column_sums(kernels, base + l * step, k, step, cols, l == begin, acc)) {
+                  l += k;
+                  continue;
+                }
+              }
+              const T* rows = rd.at(base + l * step, (k - 1) * step + cols, 1);
+              for (std::int64_t q = 0; q < k; ++q, ++l) {
+                const T* r = rows + q * step;
+                if (l == begin) {
+                  for (std::int64_t j = 0; j < cols; ++j) acc[j] = P::first(r[j], l);
+                } else {
+                  for (std::int64_t j = 0; j < cols; ++j) P::step(acc[j], r[j], l);
+                }
+              }
+            }
+            if (blocks == 1) {
+              Out* o = out + row * width + col0;
+              for (std::int64_t j = 0; j < cols; ++j) o[j] = P::finish(acc[j], len);
+            } else {
+              std::copy(acc, acc + cols, partial.begin() + t * tile);
+            }
+          }
+        });
     if (blocks == 1) return;
     parallel_for(groups, 1, [&](std::int64_t g0, std::int64_t g1) {
       for (std::int64_t g = g0; g < g1; ++g) {

@@ -16,7 +16,9 @@ namespace kiln::cpu::reduce_sources {
 
 // A source hands each thread a reader; reader.at(off, n, stride) points at the values of
 // elements off, off + stride, ..., off + (n - 1) * stride of the reduced tensor's layout (valid
-// until the next call), to be read with that same stride.
+// until the next call), to be read with that same stride. A float source's reader also has
+// column_sums(kernels, off, k, step, cols, first, acc): the kernel table's column_sums over the k
+// rows of cols values from off, `step` apart (false where the table has no kernel).
 template <class T>
 struct MemorySource {
   explicit MemorySource(const void* data) : x(static_cast<const T*>(data)) {}
@@ -24,6 +26,10 @@ struct MemorySource {
   struct Reader {
     const T* x;
     const T* at(std::int64_t off, std::int64_t, std::int64_t) const { return x + off; }
+    bool column_sums(const KernelTable& kernels, std::int64_t off, std::int64_t k,
+                     std::int64_t step, std::int64_t cols, bool first, double* acc) const {
+      return kernels.column_sums(DType::f32, x + off, k, step, cols, first, acc);
+    }
   };
   Reader reader() const { return {x}; }
 };
@@ -56,6 +62,11 @@ struct PrologueSource {
       }
       return buf.get() + (off - first);
     }
+    bool column_sums(const KernelTable& kernels, std::int64_t off, std::int64_t k,
+                     std::int64_t step, std::int64_t cols, bool first, double* acc) {
+      return kernels.column_sums(DType::f32, at(off, (k - 1) * step + cols, 1), k, step, cols,
+                                 first, acc);
+    }
   };
   Reader reader() const { return {eval, total, eval.scratch(), nullptr}; }
 };
@@ -77,6 +88,11 @@ struct WidenedSource {
       if (span > buf.size()) buf.resize(span);
       s.kernels.half_to_f32(s.dtype, s.x + off, buf.data(), span);
       return buf.data();
+    }
+    // The column sums read the half values themselves: no buffer.
+    bool column_sums(const KernelTable& kernels, std::int64_t off, std::int64_t k,
+                     std::int64_t step, std::int64_t cols, bool first, double* acc) const {
+      return kernels.column_sums(s.dtype, s.x + off, k, step, cols, first, acc);
     }
   };
   Reader reader() const { return {*this, {}}; }

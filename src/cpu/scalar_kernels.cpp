@@ -253,14 +253,14 @@ void half_row_sum(DType t, const std::uint16_t* x, const std::uint16_t* const* t
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable table{
-      [] { return "scalar"; }, unary, binary, where, half_to_f32, f32_to_half, half_row_sum,
-      // Short rows: reduce.cpp's own loop reduces every row.
-      [](kiln::detail::Reduction, const float*, std::int64_t, int, void*) -> std::int64_t {
-        return 0;
-      },
-      // Column sums: reduce.cpp's column loop.
-      [](const float*, std::int64_t, std::int64_t, std::int64_t, bool, double*) { return false; }};
+  static const KernelTable table{[] { return "scalar"; }, unary, binary, where, half_to_f32,
+                                 f32_to_half, half_row_sum,
+                                 // Short rows: reduce.cpp's own loop reduces every row.
+                                 [](kiln::detail::Reduction, const float*, std::int64_t, int,
+                                    void*) -> std::int64_t { return 0; },
+                                 // Column sums: reduce.cpp's column loop.
+                                 [](DType, const void*, std::int64_t, std::int64_t, std::int64_t,
+                                    bool, double*) { return false; }};
   return table;
 }
 

@@ -22,7 +22,7 @@ void simd_half_row_sum(DType t, const std::uint16_t* x, const std::uint16_t* con
                        std::size_t count, std::uint16_t* out, std::size_t n);
 std::int64_t simd_short_rows(kiln::detail::Reduction op, const float* p, std::int64_t rows, int len,
                              void* out);
-bool simd_column_sums(const float* p, std::int64_t k, std::int64_t step, std::int64_t cols,
+bool simd_column_sums(DType t, const void* p, std::int64_t k, std::int64_t step, std::int64_t cols,
                       bool first, double* acc);
 
 }  // namespace kiln::cpu

@@ -8,7 +8,8 @@
 //            it); the others walk memory in address order, so a transposed x reads densely.
 //   columns: when the kept innermost dim is dense and the reduced dim is not (x.sum(0) of a
 //            matrix), a tile of adjacent outputs is accumulated one input row at a time, so
-//            every read is contiguous (f32 sums by the kernel table's column_sums, with SIMD).
+//            every read is contiguous (sums and means by the kernel table's column_sums, with
+//            SIMD, which reads f32 and the half types' memory itself).
 // A long reduction is cut into blocks whose boundaries depend only on the sizes, and the
 // blocks' partial results are combined in order: results never depend on the thread count.
 //
